@@ -68,7 +68,7 @@ def _straightforward_monte_carlo(rounds: int, n_clients: int, p: float, reps: in
 def monte_carlo_ratios(quick: bool = False, workers: int = 1) -> list[Ratio]:
     """Replicate throughput of Monte-Carlo E[τ_max], Case 2 (N=100, p=0.2, T=2000)."""
     rounds, n, p = 2000, 100, 0.2
-    reps = 40 if quick else 400
+    reps = 100 if quick else 400
     pattern = Bernoulli(p, n)
     timings = {}
     for name, run in {

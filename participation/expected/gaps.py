@@ -1,22 +1,40 @@
-"""Monte-Carlo for independent clients with time-constant probabilities, by gaps.
+"""Monte-Carlo for independent clients with time-constant probabilities: long absences only.
 
-Instead of a coin per (round, client), each client's selection rounds are drawn as
-cumulative sums of Geometric(p_i) gaps (the first gap minus one is the first selection
-round). The delays then follow from the cover time c(x) = max_i next_i(x), the first
+The delays of a replicate follow from the cover time c(x) = max_i next_i(x), the first
 round by which every client has been selected since round x:
 
 * m_t = min_i a_{i,t} ≥ x iff c(x) ≤ t, so Σ_t τ_t = T(T+1)/2 − Σ_{x<T} max(0, T − c(x));
-* with intervals (a, b] between consecutive selections of a client (a = −1 before the
-  first, b capped at T), c(x) = max{b : a < x}: a prefix maximum over the interval
-  starts, filled by one scatter-max;
-* τ_max = max_x (min(c(x), T) − x), the longest absence run (FedSUM 000 lines
-  2150–2159), reached at the start of that run.
+* τ_max = max_{x<T} (min(c(x), T) − x), the longest absence run (FedSUM 000 lines
+  2150–2159), reached at the start of that run;
+* with the intervals (a, b] between consecutive selections of a client (a = −1 before
+  the first), c(x) = max{b : a < x ≤ b}, and c(x) ≥ x always.
 
-Gaps are drawn exactly by inversion from 16-bit uniforms through a lookup table; the
-few table cells that a CDF breakpoint 1 − q^k may cross (and the last cell) fall back to
-inversion with a further 53-bit uniform. Replicate r uses its own keyed stream, so
-results do not depend on chunking; the streams differ from ``sample_batch``'s, so the
-two Monte-Carlo methods give different (equally distributed) samples.
+An interval shorter than a threshold H (a gap G = b − a ≤ H − 1) ends by x + H − 2, so
+wherever some interval of length ≥ H reaches x + H − 2 the short ones cannot change
+c(x). Only the long intervals are therefore drawn. For Geometric(p) gaps they form a
+renewal process: from a selection, the short gaps before the next long one sum to
+S = Σ_{k<K} G_k with K ~ Geometric(ρ), ρ = P(G ≥ H) = q^{H−1}, and the long gap is
+H − 1 + Geometric(p) (memorylessness). S has mass P(S = s) = ρ·u(s), where
+u(s) = Σ_{g<H} p q^{g−1} u(s − g), u(0) = 1, computed once per (p, H) by a linear
+filter after exponential tilting (weights p q^{g−1} θ^{−g} summing to one, so u/θ^s
+neither under- nor overflows). H is picked per pattern so that, with N = 100 clients at
+p = 0.2, about one replicate in a thousand has a round left unresolved; there the short
+gaps of the covering segments are drawn exactly, conditioned on their sum (or on S
+exceeding the table), so every replicate is exact.
+
+The clients of one probability are laid end to end as one renewal process started at
+−1, each in a window of W ≥ T rounds (W a power of two, so windows and slots are bit
+operations; rounds T..W−1 are drawn and ignored). By memorylessness every window is an
+independent Bernoulli(p) sequence, and an interval crossing into a window starts there
+at −1.
+
+Draws are exact inversions: a 16-bit uniform indexes a table, and the few cells that a
+CDF breakpoint may cross fall back to inversion with a further 53-bit uniform taken from
+the replicate's reserve words. The words of replicate r are row r mod 256 of the stream
+keyed by (seed, r // 256), reached by jumping ahead, and its rarer draws (past the
+reserve, completing a short row, the short-gap paths) come from streams keyed by r, so
+results do not depend on chunking. The streams differ from ``sample_batch``'s, so the two
+Monte-Carlo methods give different (equally distributed) samples.
 """
 from __future__ import annotations
 
@@ -25,30 +43,36 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from scipy import optimize, signal
 
 from ..patterns import IndependentPattern, Pattern
 
 _CELLS = 1 << 16
-#: Spawn-key tag separating the gap streams from the patterns' own streams.
-_GAP_STREAM = 0x6A9
+#: Replicates sharing one keyed stream of words.
+_WORD_BLOCK = 256
+#: Spawn-key tags separating these streams from the patterns' own.
+_GAP_STREAM, _EXTRA_STREAM, _SEGMENT_STREAM = 0x6A9, 0x6AB, 0x6AA
+#: Largest S table (entries); a group needing more draws every gap (H = 1).
+_MAX_TABLE = 1 << 22
+#: Relative cost of one replicate with unresolved rounds, in drawn long intervals.
+_REFINE_COST = 2e5
+#: S ≥ cap is drawn by walking the path once V(cap) = P(S ≥ cap) falls below this.
+_TAIL = 1e-30
 
 
 def constant_probabilities(pattern: Pattern, rounds: int) -> np.ndarray | None:
     """Per-client p if ``pattern`` is independent with time-constant probabilities."""
-    if not isinstance(pattern, IndependentPattern):
-        return None
-    p = pattern.probabilities(0, rounds)
-    return p[0] if (p == p[0]).all() else None
+    return pattern.constant_probabilities(rounds) if isinstance(pattern, IndependentPattern) else None
 
 
 @lru_cache(maxsize=64)
-def _gap_table(p: float) -> np.ndarray:
-    """table[u] = the Geometric(p) gap for u/2^16 ≤ U < (u+1)/2^16, or −1 when a CDF
-    breakpoint may lie in (or next to) that cell."""
+def _long_table(p: float, threshold: int) -> np.ndarray:
+    """table[u] = H − 1 + Geometric(p) for u/2^16 ≤ U < (u+1)/2^16, or −1 when a CDF
+    breakpoint 1 − q^k may lie in (or next to) that cell."""
     log_q = math.log1p(-p)
     cell = np.arange(_CELLS)
-    gap = np.floor(np.log1p(-(cell + 0.5) / _CELLS) / log_q) + 1
-    table = np.where(gap < np.iinfo(np.int16).max, gap, -1).astype(np.int16)  # 128 KiB: stays in cache
+    gap = np.floor(np.log1p(-(cell + 0.5) / _CELLS) / log_q) + threshold
+    table = np.where(gap < 2**15 - 1, gap, -1).astype(np.int16)
     k = np.arange(1, int(math.ceil(-16 * math.log(2) / log_q)) + 3)
     crossing = np.floor(-np.expm1(k * log_q) * _CELLS).astype(np.int64)
     for shift in (-1, 0, 1):
@@ -58,92 +82,483 @@ def _gap_table(p: float) -> np.ndarray:
     return table
 
 
-@dataclass(frozen=True)
+def _long_exact(p: float, threshold: int, uniform: np.ndarray, limit: int) -> np.ndarray:
+    """H − 1 + Geometric(p) by inversion, clipped at ``limit`` (a longer gap covers the rest all the same)."""
+    gap = np.floor(np.log1p(-uniform) / math.log1p(-p)) + threshold
+    return np.minimum(gap, limit).astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class _ShortRunLaw:
+    """The law of S, the short gaps (G < H) summed before the next long gap, truncated
+    at ``cap`` (the value ``cap`` stands for S ≥ cap)."""
+
+    p: float
+    threshold: int
+    cap: int
+    theta: float
+    tilted: np.ndarray  # w̃_g = p q^{g−1} θ^{−g}, g = 1..H−1
+    u: np.ndarray  # ũ(s) = u(s)/θ^s, s = 0..cap
+    v: np.ndarray  # Ṽ(r) = P(S ≥ r)/θ^r, r = 1..cap (index r − 1)
+    cdf: np.ndarray  # P(S ≤ s), s = 0..cap−1
+    table: np.ndarray  # 16-bit inversion table, −1 where a breakpoint lies in the cell
+    rho: float
+
+    def tail_ratio(self, r: int) -> float:
+        """Ṽ(r) with Ṽ(k) = θ^{−k} for k ≤ 0 (P(S ≥ k) = 1 there)."""
+        return self.v[r - 1] if r > 0 else self.theta ** (-r)
+
+    def mean_var(self) -> tuple[float, float]:
+        pmf = np.diff(self.cdf, prepend=0.0)
+        values = np.arange(self.cap + 1, dtype=float)
+        pmf = np.append(pmf, max(0.0, 1.0 - self.cdf[-1]))
+        mean = float(pmf @ values)
+        return mean, float(pmf @ (values - mean) ** 2)
+
+
+@lru_cache(maxsize=64)
+def _short_run_law(p: float, threshold: int, length: int) -> _ShortRunLaw | None:
+    """The S law for gaps ≥ ``threshold`` counted long, or None if its table would be too big."""
+    q = 1.0 - p
+    g = np.arange(1, threshold)
+    weights = p * q ** (g - 1.0)
+    rho = q ** (threshold - 1)
+    if rho >= 1.0 - 1e-15 or p == 1.0:
+        theta = 1.0
+    else:
+        theta = optimize.brentq(lambda t: float(weights @ t ** (-g.astype(float))) - 1.0, 1e-300 ** (1 / threshold), 1.0,
+                                xtol=1e-300, rtol=4 * np.finfo(float).eps)
+    cap = length
+    if theta < 1.0 and length > _MAX_TABLE:
+        cap = min(length, int(math.ceil(math.log(_TAIL) / math.log(theta))) + threshold)
+    if cap > _MAX_TABLE:
+        return None
+    tilted = weights * theta ** (-g.astype(float))
+    denominator = np.concatenate([[1.0], -tilted])
+    impulse = np.zeros(cap + 1)
+    impulse[0] = 1.0
+    u = signal.lfilter([1.0], denominator, impulse)
+    forcing = np.zeros(cap)  # Σ_{g ≥ r} w_g θ^{−r}: the terms with S' ≥ r − g certain
+    head = min(cap, threshold - 1)
+    forcing[:head] = (np.cumsum(weights[::-1])[::-1] * theta ** (-g.astype(float)))[:head]
+    v = signal.lfilter([1.0], denominator, forcing)
+    pmf = rho * u[:cap] * np.exp(np.arange(cap) * math.log(theta)) if theta < 1.0 else rho * u[:cap]
+    cdf = np.minimum(np.cumsum(pmf), 1.0)
+    cells = np.arange(_CELLS + 1) / _CELLS
+    at_or_below = np.searchsorted(cdf, cells[:-1], side="right")
+    below_next = np.searchsorted(cdf, cells[1:], side="left")
+    table = np.where(at_or_below == below_next, at_or_below, -1)
+    table = table.astype(np.int16 if table.max() < 2**15 - 1 else np.int32)
+    for array in (u, v, cdf, table, tilted):
+        array.flags.writeable = False
+    return _ShortRunLaw(p, threshold, cap, theta, tilted, u, v, cdf, table, rho)
+
+
+def _choose_threshold(p: np.ndarray, rounds: int) -> int:
+    """H minimising (long intervals drawn) + _REFINE_COST × min(1, expected unresolved rounds).
+
+    A client covers round x with a long interval reaching x + H − 2 with probability
+    about q^{H−1}, so about T·Π_i(1 − q_i^{H−1}) rounds are unresolved; none for H ≤ 2.
+    """
+    values, counts = np.unique(p, return_counts=True)
+    q = 1.0 - values
+    candidates = np.unique(np.concatenate([np.arange(1, 65), np.geomspace(65, 1 << 14, 48).astype(int)]))
+    survive = q[None, :] ** (candidates[:, None] - 1.0)
+    drawn = rounds * (survive * values[None, :]) @ counts
+    with np.errstate(divide="ignore"):
+        log_unresolved = np.log1p(-survive) @ counts
+    unresolved = np.where(candidates <= 2, 0.0, rounds * np.exp(log_unresolved))
+    return int(candidates[np.argmin(drawn + _REFINE_COST * np.minimum(unresolved, 1.0))])
+
+
+def _choose_threshold(p: np.ndarray, rounds: int) -> int:
+    """H minimising (long intervals drawn) + _REFINE_COST × min(1, expected unresolved rounds).
+
+    A client covers round x with a long interval reaching x + H − 2 with probability
+    about q^{H−1}, so about T·Π_i(1 − q_i^{H−1}) rounds are unresolved; none for H ≤ 2.
+    """
+    values, counts = np.unique(p, return_counts=True)
+    q = 1.0 - values
+    candidates = np.unique(np.concatenate([np.arange(1, 65), np.geomspace(65, 1 << 14, 48).astype(int)]))
+    survive = q[None, :] ** (candidates[:, None] - 1.0)
+    drawn = rounds * (survive * values[None, :]) @ counts
+    with np.errstate(divide="ignore"):
+        log_unresolved = np.log1p(-survive) @ counts
+    unresolved = np.where(candidates <= 2, 0.0, rounds * np.exp(log_unresolved))
+    return int(candidates[np.argmin(drawn + _REFINE_COST * np.minimum(unresolved, 1.0))])
+
+
+@dataclass(frozen=True, eq=False)
 class _Group:
     clients: np.ndarray
     p: float
-    width: int  # gaps drawn per client at first
+    length: int  # n·W: the group's windows end to end
+    law: _ShortRunLaw | None  # None: every gap is drawn (threshold 1)
+    pairs: int  # (S, L) pairs drawn at first
+    first_column: int  # in the replicate's 16-bit draws
+
+    @property
+    def threshold(self) -> int:
+        return 1 if self.law is None else self.law.threshold
 
 
-def _groups(p: np.ndarray, rounds: int) -> list[_Group]:
-    groups = []
+@dataclass(frozen=True, eq=False)
+class _Plan:
+    rounds: int
+    window: int  # W, a power of two ≥ T
+    threshold: int
+    groups: tuple[_Group, ...]
+    columns: int  # 16-bit draws per replicate (a multiple of 4)
+    reserve: int  # 64-bit words kept for table fallbacks
+
+    @property
+    def words(self) -> int:
+        return self.columns // 4 + self.reserve
+
+
+@lru_cache(maxsize=32)
+def _plan_cached(p_bytes: bytes, rounds: int, threshold: int | None) -> _Plan:
+    p = np.frombuffer(p_bytes)
+    threshold = _choose_threshold(p, rounds) if threshold is None else threshold
+    window = 1 << (rounds - 1).bit_length()
+    groups, column, fallbacks = [], 0, 0.0
     for value in np.unique(p):
-        mean = rounds * value
-        width = int(math.ceil(mean + 5 * math.sqrt(mean * (1 - value) + 1) + 8))
-        groups.append(_Group(np.flatnonzero(p == value), float(value), width))
-    return groups
+        clients = np.flatnonzero(p == value)
+        length = clients.size * window
+        if value == 0.0:  # never selected: one interval (−1, ∞) covers every window
+            groups.append(_Group(clients, 0.0, length, None, 1, column))
+            column += 1
+            continue
+        law = _short_run_law(float(value), threshold, length) if threshold > 1 else None
+        mean, var = 1 / value, (1 - value) / value**2
+        if law is not None:
+            s_mean, s_var = law.mean_var()
+            mean, var = mean + threshold - 1 + s_mean, var + s_var
+        pairs = int(math.ceil(length / mean + 5 * math.sqrt(length * var / mean**3) + 8))
+        group = _Group(clients, float(value), length, law, pairs, column)
+        groups.append(group)
+        column += pairs * (1 if law is None else 2)
+        if value < 1.0:
+            fallbacks += pairs * float(np.mean(_long_table(float(value), group.threshold) < 0))
+        if law is not None:
+            fallbacks += pairs * float(np.mean(law.table < 0))
+    columns = -(-column // 4) * 4
+    reserve = int(math.ceil(fallbacks + 6 * math.sqrt(fallbacks) + 16))
+    return _Plan(rounds, window, threshold, tuple(groups), columns, reserve)
 
 
-def _draw_gaps(bits: np.random.PCG64, p: float, count: int) -> np.ndarray:
-    if p == 1.0:
-        return np.ones(count, dtype=np.int16)
-    u = bits.random_raw(-(-count // 4)).view(np.uint16)[:count]
-    gaps = _gap_table(p)[u]
-    pending = np.flatnonzero(gaps < 0)
-    if pending.size:
-        finer = np.random.Generator(bits).random(pending.size)
-        exact = np.floor(np.log1p(-(u[pending] + finer) / _CELLS) / math.log1p(-p)) + 1
-        gaps = gaps.astype(np.int32)
-        gaps[pending] = np.minimum(exact, np.iinfo(np.int32).max // 4)
-    return gaps
+def _plan(p: np.ndarray, rounds: int, threshold: int | None = None) -> _Plan:
+    p = np.ascontiguousarray(p, dtype=float)
+    if threshold is not None and (threshold < 1 or threshold != int(threshold)):
+        raise ValueError(f"threshold must be a positive integer, got {threshold}")
+    return _plan_cached(p.tobytes(), int(rounds), None if threshold is None else int(threshold))
 
 
-def selection_rounds(p: np.ndarray, rounds: int, root: np.random.SeedSequence, replicate: int, groups=None):
-    """For each group of equal p: (client ids, selection rounds (n_g, width) padded past
-    T−1). Every client's last listed round is ≥ T − 1."""
-    bits = np.random.PCG64(np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + (replicate, _GAP_STREAM)))
-    out = []
-    for group in groups if groups is not None else _groups(p, rounds):
-        n = group.clients.size
-        gaps = _draw_gaps(bits, group.p, n * group.width).reshape(n, group.width)
-        gaps[:, 0] -= 1  # the first selection round is the first gap minus one
-        positions = np.cumsum(gaps, axis=1, dtype=np.int32)
-        short = np.flatnonzero(positions[:, -1] < rounds - 1)
-        if short.size:  # rare: extend every client of the group by the same number of gaps
-            extra = []
-            last = positions[:, -1].copy()
-            while (last < rounds - 1).any():
-                more = np.cumsum(_draw_gaps(bits, group.p, n * group.width).reshape(n, group.width), axis=1, dtype=np.int32) + last[:, None]
-                extra.append(more)
-                last = more[:, -1]
-            positions = np.hstack([positions] + extra)
-        out.append((group.clients, positions))
+# ---------------------------------------------------------------------------- streams
+
+
+def _keyed_bits(root: np.random.SeedSequence, *key: int) -> np.random.PCG64:
+    return np.random.PCG64(np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + key))
+
+
+def _words(plan: _Plan, root, first: int, count: int) -> np.ndarray:
+    """Rows first..first+count−1 of the block streams: (count, plan.words) uint64."""
+    out = np.empty((count, plan.words), dtype=np.uint64)
+    row = first
+    while row < first + count:
+        block, offset = divmod(row, _WORD_BLOCK)
+        rows = min(_WORD_BLOCK - offset, first + count - row)
+        bits = _keyed_bits(root, block, _GAP_STREAM)
+        bits.advance(offset * plan.words)
+        out[row - first : row - first + rows] = bits.random_raw(rows * plan.words).reshape(rows, plan.words)
+        row += rows
     return out
 
 
-def delays_from_selections(groups, rounds: int) -> tuple[int, float]:
-    """(τ_max, τ_avg) of one replicate from its selection rounds.
+def _segment_generator(root, replicate: int, group: int, segment: int) -> np.random.Generator:
+    return np.random.Generator(_keyed_bits(root, replicate, _SEGMENT_STREAM, group, segment))
 
-    Slot a+1 of ``cover`` receives the end b of every interval starting at a (slot 0:
-    the intervals before each first selection); its prefix maximum is c(x). Intervals
-    starting at or after T land past slot T and are never read, so nothing is clipped.
-    τ_max = max_{x<T} (min(c(x), T) − x): the remaining absence from x of the client
-    selected last, largest at the start of the longest run.
+
+def _segment_path(law: _ShortRunLaw, rng: np.random.Generator, total: int | None, until: int) -> tuple[np.ndarray, int | None]:
+    """Selection offsets (from the segment's start) of its short gaps, one uniform per gap.
+
+    ``total`` known: gaps drawn with P(g | r left) = w̃_g ũ(r − g)/ũ(r), ending at total.
+    ``total`` None (S ≥ cap): P(g | r to cap) = w̃_g Ṽ(r − g)/Ṽ(r) until the cap is
+    passed, then unconditionally (long with probability ρ, which ends the segment)
+    until a long gap or ``until``. Returns the offsets and S when it was reached.
     """
-    size = max(int(positions[:, -1].max()) for _, positions in groups) + 2
-    cover = np.zeros(size, dtype=np.int32)
-    for _, positions in groups:
-        starts = np.empty_like(positions)
-        starts[:, 0] = 0
-        np.add(positions[:, :-1], 1, out=starts[:, 1:])
-        np.maximum.at(cover, starts.ravel(), positions.ravel())
-    c = np.minimum(np.maximum.accumulate(cover[:rounds]), rounds)
-    tau_sum = rounds * (rounds + 1) // 2 - int((rounds - c).sum())
-    return int((c - np.arange(rounds)).max()), tau_sum / rounds
+    w = np.asarray(law.tilted)
+    g = np.arange(1, law.threshold)
+    positions, at = [], 0
+    while True:
+        if total is not None and at == total:
+            return np.asarray(positions, dtype=np.int64), total
+        if total is None and at >= law.cap and at >= until:
+            return np.asarray(positions, dtype=np.int64), None
+        uniform = rng.random()
+        if total is not None:
+            left = total - at
+            usable = g <= left
+            prob = w[usable] * law.u[left - g[usable]] / law.u[left]
+        elif at < law.cap:
+            left = law.cap - at
+            prob = w * np.array([law.tail_ratio(left - k) for k in g]) / law.tail_ratio(left)
+        else:
+            if uniform < law.rho:
+                return np.asarray(positions, dtype=np.int64), at
+            uniform = (uniform - law.rho) / (1.0 - law.rho)
+            prob = w * law.theta ** g  # untilted short-gap weights
+        cumulative = np.cumsum(prob)
+        step = int(g[min(np.searchsorted(cumulative, uniform * cumulative[-1], side="right"), prob.size - 1)])
+        at += step
+        positions.append(at)
 
 
-def gap_chunk(p: np.ndarray, rounds: int, root, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-    tau_max, tau_avg = np.empty(count), np.empty(count)
-    groups = _groups(p, rounds)
-    for j in range(count):
-        tau_max[j], tau_avg[j] = delays_from_selections(selection_rounds(p, rounds, root, first + j, groups), rounds)
-    return tau_max, tau_avg
+# ---------------------------------------------------------------------------- drawing
 
 
-def gap_trace(p: np.ndarray, rounds: int, root, replicate: int) -> np.ndarray:
-    """The participation mask of one gap-sampled replicate (to inspect or re-check it)."""
+@dataclass
+class _Intervals:
+    """One group's long intervals (a, e] for a chunk of replicates, with their S."""
+
+    end1: np.ndarray  # (count, m) e_j + 1
+    long: np.ndarray  # (count, m) e_j − a_j
+    short: np.ndarray  # (count, m) S_j = a_j − e_{j−1}; the value cap stands for S ≥ cap
+
+    def row(self, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(starts a_j, ends e_j, S_j) of replicate r, as int64."""
+        end1 = self.end1[r].astype(np.int64)
+        return end1 - 1 - self.long[r], end1 - 1, self.short[r].astype(np.int64)
+
+
+class _Fallbacks:
+    """Hands out each replicate's reserve words in draw order, then its own stream."""
+
+    def __init__(self, words: np.ndarray, plan: _Plan, root, first: int):
+        self.words, self.plan, self.root, self.first = words, plan, root, first
+        self.used = np.zeros(words.shape[0], dtype=np.int64)
+        self.extra: dict[int, np.random.Generator] = {}
+
+    def uniforms(self, rows: np.ndarray) -> np.ndarray:
+        """53-bit uniforms for the (row-sorted) fallback cells of one draw block."""
+        rank = self.used[rows] + np.arange(rows.size) - np.searchsorted(rows, rows, side="left")
+        self.used += np.bincount(rows, minlength=self.used.size)
+        out = np.empty(rows.size)
+        fits = rank < self.plan.reserve
+        reserve_at = self.plan.columns // 4
+        out[fits] = (self.words[rows[fits], reserve_at + rank[fits]] >> np.uint64(11)) * 2.0**-53
+        for k in np.flatnonzero(~fits):
+            out[k] = self.generator(int(rows[k])).random()
+        return out
+
+    def generator(self, row: int) -> np.random.Generator:
+        if row not in self.extra:
+            self.extra[row] = np.random.Generator(_keyed_bits(self.root, self.first + row, _EXTRA_STREAM))
+        return self.extra[row]
+
+
+def _invert_short(law: _ShortRunLaw, uniform: np.ndarray) -> np.ndarray:
+    return np.searchsorted(law.cdf, uniform, side="right")
+
+
+def _draw_block(table: np.ndarray, cells: np.ndarray, fallbacks: _Fallbacks, exact) -> np.ndarray:
+    values = np.take(table, cells)
+    bad = np.flatnonzero(values < 0)
+    if bad.size:
+        rows, cols = np.divmod(bad, cells.shape[1])
+        uniform = (cells[rows, cols] + fallbacks.uniforms(rows)) / _CELLS
+        exact_values = exact(uniform)
+        if exact_values.max(initial=0) > np.iinfo(values.dtype).max:
+            values = values.astype(np.int64)
+        values[rows, cols] = exact_values
+    return values
+
+
+def _draw_long(group: _Group, cells: np.ndarray, fallbacks: _Fallbacks) -> np.ndarray:
+    """Long gaps H − 1 + Geometric(p) (every gap when H = 1; ∞ when p = 0)."""
+    if group.p == 0.0:
+        return np.full(cells.shape, group.length + 1, dtype=np.int64)
+    if group.p == 1.0:
+        return np.full(cells.shape, group.threshold, dtype=np.int16)
+    limit = group.length + 1
+    return _draw_block(_long_table(group.p, group.threshold), cells, fallbacks,
+                       lambda u: _long_exact(group.p, group.threshold, u, limit))
+
+
+def _draw(plan: _Plan, root, first: int, count: int) -> list[_Intervals]:
+    """The long intervals of replicates first..first+count−1, every group complete."""
+    words = _words(plan, root, first, count)
+    cells = words[:, : plan.columns // 4].view(np.uint16)
+    fallbacks = _Fallbacks(words, plan, root, first)
+    out = []
+    for index, group in enumerate(plan.groups):
+        column = group.first_column
+        law = group.law
+        if law is not None:
+            short = _draw_block(law.table, cells[:, column : column + group.pairs], fallbacks, lambda u: _invert_short(law, u))
+            column += group.pairs
+            if law.cap < group.length:
+                short = _resolve_capped(short, law, root, first, index)
+        else:
+            short = np.zeros((count, group.pairs), dtype=np.int16)
+        long = _draw_long(group, cells[:, column : column + group.pairs], fallbacks)
+        widest = (int(short.max()) + int(long.max())) * group.pairs  # bounds every cumulative sum
+        end1 = np.add(short, long, dtype=np.int32 if widest < 2**31 - 1 else np.int64)
+        np.cumsum(end1, axis=1, out=end1)
+        intervals = _Intervals(end1, long, short)
+        _complete(intervals, group, index, fallbacks, root, first)
+        out.append(intervals)
+    return out
+
+
+def _resolve_capped(short: np.ndarray, law: _ShortRunLaw, root, first: int, group: int) -> np.ndarray:
+    """Replace S ≥ cap (cap below the group's length) by its exact value, path by path."""
+    capped = np.flatnonzero(short == law.cap)
+    if capped.size:
+        short = short.astype(np.int64)
+        for row, col in zip(*np.divmod(capped, short.shape[1])):
+            _, total = _segment_path(law, _segment_generator(root, first + int(row), group, int(col)), None, math.inf)
+            short[row, col] = total
+    return short
+
+
+def _complete(intervals: _Intervals, group: _Group, index: int, fallbacks: _Fallbacks, root, first: int) -> None:
+    """Extend replicates whose drawn intervals end before the group's end (rare)."""
+    last = group.length  # complete once an interval reaches it: later ones start past the end
+    rows = np.flatnonzero(intervals.end1[:, -1] < last)
+    if not rows.size:
+        return
+    law, extensions = group.law, {}
+    for row in rows:
+        rng = fallbacks.generator(int(row))
+        end1 = int(intervals.end1[row, -1])
+        added = []
+        while end1 < last:
+            s = 0 if law is None else int(_invert_short(law, rng.random(1))[0])
+            if law is not None and s == law.cap and law.cap < group.length:
+                column = intervals.end1.shape[1] + len(added)
+                _, s = _segment_path(law, _segment_generator(root, first + int(row), index, column), None, math.inf)
+            g = group.threshold if group.p == 1.0 else int(_long_exact(group.p, group.threshold, rng.random(1), last + 1)[0])
+            end1 += s + g
+            added.append((end1, g, s))
+        extensions[int(row)] = np.array(added, dtype=np.int64).reshape(-1, 3)
+    width = max(len(e) for e in extensions.values())
+    dtype = np.int64
+    grown = []
+    for array, fill in ((intervals.end1, np.iinfo(dtype).max // 4), (intervals.long, 1), (intervals.short, 0)):
+        grown.append(np.hstack([array.astype(dtype), np.full((array.shape[0], width), fill, dtype=dtype)]))
+    for row, added in extensions.items():
+        for array, k in zip(grown, range(3)):
+            array[row, array.shape[1] - width : array.shape[1] - width + len(added)] = added[:, k]
+    intervals.end1, intervals.long, intervals.short = grown
+
+
+# ---------------------------------------------------------------------------- delays
+
+
+def _cover(plan: _Plan, drawn: list[_Intervals], count: int) -> np.ndarray:
+    """max(c_h(x), x) for each replicate (uncapped): the long intervals' ends, prefix-maximised.
+
+    An interval covering from flat position f = a + 1 lands in slot f mod W of its
+    window (base f − slot) with local end e − base. With e clipped at the group's end
+    (so the last window's intervals still reach W ≥ T), an interval starting past the
+    end gets a local end ≤ 0 (harmless). One
+    reaching past its window (local end ≥ W) also covers slot 0 of the next window up
+    to local end − W, so slot 0 takes the row's largest local end minus W; an interval
+    that does not cross gives a negative value there, which c(x) ≥ x makes harmless.
+    """
+    rounds, window = plan.rounds, plan.window
+    width = window + 1
+    index_type = np.int64 if count * width >= 2**31 else np.int32
+    cover = np.zeros((count, width), dtype=np.int32)
+    row_base = (np.arange(count, dtype=index_type) * width)[:, None]
+    for group, intervals in zip(plan.groups, drawn):
+        slot = np.subtract(intervals.end1, intervals.long, dtype=index_type)  # first covered, then slot
+        base = slot & ~(window - 1)
+        slot -= base
+        local_end1 = np.minimum(intervals.end1, group.length + 1).astype(index_type, copy=False)
+        local_end1 -= base
+        np.maximum(cover[:, 0], local_end1.max(axis=1) - window, out=cover[:, 0])
+        slot += row_base
+        np.maximum.at(cover.ravel(), slot.ravel(), local_end1.ravel().astype(np.int32, copy=False))
+    cover = cover[:, :rounds]
+    np.maximum.accumulate(cover, axis=1, out=cover)
+    cover -= 1  # the scattered values were e + 1 − base
+    return np.maximum(cover, np.arange(rounds, dtype=np.int32), out=cover)
+
+
+def _refine(plan: _Plan, drawn: list[_Intervals], row: int, c: np.ndarray, unresolved: np.ndarray, root, replicate: int) -> None:
+    """Add the short intervals' ends at the unresolved rounds of one replicate."""
+    rounds, window = plan.rounds, plan.window
+    for index, (group, intervals) in enumerate(zip(plan.groups, drawn)):
+        if group.law is None:
+            continue
+        starts, ends, short = intervals.row(row)
+        flat = (np.arange(group.length // window)[:, None] * window + unresolved[None, :]).ravel()
+        segment = np.searchsorted(starts, flat, side="left")
+        before = np.where(segment > 0, ends[np.maximum(segment - 1, 0)], -1)
+        inside = flat > before
+        paths = {}
+        for x_flat, j, base in zip(flat[inside], segment[inside], before[inside]):
+            if j not in paths:
+                total = int(short[j])
+                capped = total >= group.law.cap
+                rng = _segment_generator(root, replicate, index, int(j))
+                offsets, _ = _segment_path(group.law, rng, None if capped else total,
+                                           group.length - int(base) if capped else 0)
+                paths[j] = int(base) + offsets
+            selections = paths[j]
+            end = int(selections[np.searchsorted(selections, x_flat, side="left")])
+            x = int(x_flat % window)
+            c[x] = max(c[x], min(end - (x_flat - x), rounds))
+
+
+def _resolve(plan: _Plan, drawn: list[_Intervals], count: int, root, first: int) -> np.ndarray:
+    """c(x) capped at T for every replicate of the chunk."""
+    rounds = plan.rounds
+    c = _cover(plan, drawn, count)
+    if plan.threshold > 2:
+        need = np.minimum(np.arange(rounds) + plan.threshold - 2, rounds)
+        for row in np.flatnonzero((c < need).any(axis=1)):
+            _refine(plan, drawn, int(row), c[row], np.flatnonzero(c[row] < need), root, first + int(row))
+    return np.minimum(c, rounds, out=c)
+
+
+def gap_chunk_size(p: np.ndarray, rounds: int) -> int:
+    """Replicates per chunk: about 2^18 drawn values, so a chunk's arrays stay in cache
+    (larger chunks measured up to 1.6 times slower per replicate)."""
+    return int(np.clip((1 << 18) // _plan(p, rounds).columns, 1, _WORD_BLOCK))
+
+
+def gap_chunk(p: np.ndarray, rounds: int, root, first: int, count: int, threshold: int | None = None):
+    """(τ_max, τ_avg) of replicates first..first+count−1, each of shape (count,)."""
+    plan = _plan(p, rounds, threshold)
+    c = _resolve(plan, _draw(plan, root, first, count), count, root, first)
+    tau_max = (c - np.arange(rounds, dtype=c.dtype)).max(axis=1).astype(float)
+    tau_sum = rounds * (rounds + 1) // 2 - (rounds * rounds - c.sum(axis=1, dtype=np.int64))
+    return tau_max, tau_sum / rounds
+
+
+def gap_trace(p: np.ndarray, rounds: int, root, replicate: int, threshold: int | None = None) -> np.ndarray:
+    """The participation mask of one replicate, every short gap drawn (to inspect or re-check it)."""
+    plan = _plan(p, rounds, threshold)
+    drawn = _draw(plan, root, replicate, 1)
     mask = np.zeros((rounds, p.size), dtype=bool)
-    for clients, positions in selection_rounds(p, rounds, root, replicate):
-        rows, cols = np.nonzero(positions < rounds)
-        mask[positions[rows, cols], clients[rows]] = True
+    for index, (group, intervals) in enumerate(zip(plan.groups, drawn)):
+        starts, ends, short = intervals.row(0)
+        selections = [ends[ends < group.length]]
+        previous = -1
+        for j in range(starts.size):
+            if previous + 1 >= group.length:
+                break
+            if group.law is not None and short[j] > 0:
+                capped = short[j] >= group.law.cap
+                rng = _segment_generator(root, replicate, index, j)
+                offsets, _ = _segment_path(group.law, rng, None if capped else int(short[j]),
+                                           group.length - previous if capped else 0)
+                selections.append(previous + offsets)
+            previous = int(ends[j])
+        flat = np.concatenate(selections)
+        flat = flat[(flat >= 0) & (flat < group.length) & (flat % plan.window < rounds)]
+        mask[flat % plan.window, group.clients[flat // plan.window]] = True
     return mask

@@ -18,7 +18,7 @@ from .._random import seed_sequence
 from ..delays import per_round_delay
 from ..patterns import Pattern
 from ..patterns.base import check_count
-from .gaps import constant_probabilities, gap_chunk
+from .gaps import constant_probabilities, gap_chunk, gap_chunk_size
 
 #: Cells (rounds × clients × replicates) generated per chunk.
 CHUNK_CELLS = 1 << 24
@@ -58,9 +58,9 @@ class MonteCarloResult:
     samples: dict[str, np.ndarray] | None = field(default=None, repr=False)
 
 
-def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, device=None, method: str = "trace"):
+def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, device=None, method: str = "trace", p=None):
     if method == "gaps":
-        return gap_chunk(constant_probabilities(pattern, rounds), rounds, root, first, count)
+        return gap_chunk(p, rounds, root, first, count)
     if device is not None:
         from ._torch_delay import generate, per_round_delay_torch
 
@@ -87,9 +87,10 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int, seed=None, *, executor
 
     ``method``: ``"trace"`` samples whole traces with ``pattern.sample_batch`` (replicate
     r is then exactly the trace ``sample_batch(..., first_replicate=r)``); ``"gaps"``
-    draws geometric gaps between selections (:mod:`.gaps`), for independent clients with
-    time-constant probabilities, several times faster; ``"auto"`` picks ``"gaps"`` when it
-    applies and no device is given.
+    draws only the long absences of each client, exactly, and the short gaps where they
+    could matter (:mod:`.gaps`), for independent clients with time-constant probabilities,
+    20–40 times faster than a Bernoulli matrix per replicate; ``"auto"`` picks ``"gaps"``
+    when it applies and no device is given.
     """
     rounds = check_count(rounds, "rounds")
     reps = check_count(reps, "reps")
@@ -101,12 +102,18 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int, seed=None, *, executor
     root = seed_sequence(seed)
     if method not in ("auto", "trace", "gaps"):
         raise ValueError(f"method must be 'auto', 'trace' or 'gaps', got {method!r}")
-    gaps_apply = device is None and constant_probabilities(pattern, rounds) is not None
+    p = constant_probabilities(pattern, rounds) if device is None else None
+    gaps_apply = p is not None
     if method == "gaps" and not gaps_apply:
         raise ValueError("method='gaps' needs independent clients with time-constant probabilities and no device")
     method = "gaps" if method == "auto" and gaps_apply else ("trace" if method == "auto" else method)
-    size = max(1, CHUNK_CELLS // (rounds * pattern.n_clients)) if chunk_size is None else check_count(chunk_size, "chunk_size")
-    jobs = [(pattern, rounds, root, first, min(size, reps - first), device, method) for first in range(0, reps, size)]
+    if chunk_size is not None:
+        size = check_count(chunk_size, "chunk_size")
+    elif method == "gaps":
+        size = gap_chunk_size(p, rounds)
+    else:
+        size = max(1, CHUNK_CELLS // (rounds * pattern.n_clients))
+    jobs = [(pattern, rounds, root, first, min(size, reps - first), device, method, p) for first in range(0, reps, size)]
     show = progress if progress is not None else len(jobs) > 1
     results = executor.map(_run_chunk, jobs) if executor is not None else map(_run_chunk, jobs)
     if show:

@@ -109,6 +109,11 @@ class IndependentPattern(BlockPattern):
     #: Number of rounds the probabilities are defined for (None: unbounded).
     horizon: int | None = None
 
+    def constant_probabilities(self, rounds: int) -> np.ndarray | None:
+        """The per-client p_i if p_i^t does not change over the first ``rounds`` rounds, else None."""
+        p = self.probabilities(0, rounds)
+        return p[0].copy() if (p == p[0]).all() else None
+
     def min_probability(self, rounds: int) -> float:
         """δ = min_{i, t<rounds} p_i^t, the constant of FedSUM Lemma F.2."""
         return float(self.probabilities(0, rounds).min())

@@ -47,6 +47,11 @@ class Bernoulli(IndependentPattern):
         object.__setattr__(self, "p", frozen_array(p))
         object.__setattr__(self, "n_clients", n)
 
+    def constant_probabilities(self, rounds):
+        if callable(self.p) or self.p.ndim == 2:
+            return super().constant_probabilities(rounds)
+        return np.broadcast_to(self.p, (self.n_clients,)).copy()
+
     def probabilities(self, start, stop):
         if callable(self.p):
             rows = [np.broadcast_to(np.asarray(self.p(t), dtype=float), (self.n_clients,)) for t in range(start, stop)]
@@ -137,6 +142,9 @@ class BiasedGroups(IndependentPattern):
 
     def client_probabilities(self) -> np.ndarray:
         return self.p_first - self.step * (np.arange(self.n_clients) // self.group_size)
+
+    def constant_probabilities(self, rounds):
+        return self.client_probabilities()
 
     def probabilities(self, start, stop):
         return np.broadcast_to(self.client_probabilities(), (stop - start, self.n_clients)).copy()
