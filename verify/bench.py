@@ -85,7 +85,7 @@ def monte_carlo_ratios(quick: bool = False, workers: int = 1) -> list[Ratio]:
 
         with ProcessPoolExecutor(workers) as pool:
             parallel = min(_timed(lambda: monte_carlo(pattern, rounds, reps, seed=0, progress=False, executor=pool,
-                                                      chunk_size=max(1, reps // (4 * workers)))) for _ in range(2))
+                                                      )) for _ in range(2))
         ratios.append(Ratio(f"Monte-Carlo E[tau_max], gap sampling, {workers} processes", workload, timings["straightforward"], parallel))
     return ratios
 
