@@ -1,0 +1,455 @@
+"""LOGIT: convergence bounds under arbitrary client unavailability (papers/logit.md §4).
+
+Seed ``003_1b7f746e269658bc.txt``; "line N" below means a line of that file.
+
+Model (003 lines 98–110): every client runs I local SGD steps each round; client n's
+upload arrives with probability p_n^t; a missing upload is replaced by a generated
+surrogate. Notation of the bounds (papers/logit.md §0, §2.3):
+
+* Δ = f(x₀) − f*  → ``Constants.delta_f``; L → ``Constants.L``; N, I, T →
+  ``n_clients``, ``local_steps``, ``rounds``;
+* σ₁² (stochastic-gradient variance, A2) → ``Constants.sigma2``;
+* σ₂² (surrogate-gradient variance, A3) → ``Constants.extra["sigma2_surrogate"]``;
+* σ₃² (local/global gradient divergence, A4) → ``Constants.zeta2``;
+* p̄ = (1/TN) Σ_t Σ_n p_n^t, q̄ = 1 − p̄, p̄_min = (1/N) Σ_n min_t p_n^t,
+  p_min = min_n p_n (Theorem 2), τ̄_max = (1/N) Σ_n max_t τ_n^t;
+* ε̄* = (1/TN) Σ_t Σ_n (1 − p_n^t) ε*_{n,t}: the user gives ε*_{n,t} (``eps_star``,
+  a number or an array over clients / rounds × clients), the (1 − p) weight is applied
+  here; C₁ (``C1``) is the ERM-rate constant of Assumption 5 (003 line 600).
+
+Decisions where the reference and the seed disagree with themselves (papers/logit.md §6):
+
+* Step-size cap (A12): printed 1/(2√(30LI)) (003 lines 161, 544, 619); the algebra of
+  (21)→(22) needs 30L²I²η² ≤ 1/4, i.e. η ≤ 1/(2√30·LI), so ``variant="corrected"``
+  (default) uses 1/(2√30·LI) and 1/(√30·LI) (003 line 520); ``"printed"`` keeps the
+  literal forms, under which the proof's step is not justified when LI > 1.
+* Theorem 2's staleness term (A20): (11)/(39) print (1 − p_min)^{3/2}/(√T p_min)
+  (003 lines 173, 661) but the last line of (38) (003 line 654) and the discussion
+  (003 line 177) have √p_min; the corrected variant uses √p_min (what is proved).
+* (38)'s middle line prints 8C₁/√(TN)·Σ_n (003 line 652); 4C₁/(TN)·2√T gives
+  8C₁/(N√T)·Σ_n (A19). ``staleness="per_client"`` uses the corrected prefactor, or the
+  printed one under ``variant="printed"``.
+
+The O(·) statements (10)/(11) are made explicit with the constants of (23) (003 lines
+554–557), valid for any 0 < η ≤ 1/(2√30·LI) and I ≥ 1 (papers/logit.md §4.4).
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import sympy as sp
+
+from participation.delays import last_selection
+
+from .core import (Bound, Constants, Formula, Source, at_most, check_variant, make_bound,
+                   nonnegative, positive)
+
+SEED = "003_1b7f746e269658bc.txt"
+VARIANTS = ("corrected", "printed")
+STALENESS_FORMS = ("p_min", "per_client", "exact_mean")
+GENERATOR_FORMS = ("closed", "cauchy_schwarz", "trace")
+SURROGATE_KEY = "sigma2_surrogate"
+
+# ------------------------------------------------------------------------------ symbols
+
+DELTA = sp.Symbol("Delta", nonnegative=True)
+L = sp.Symbol("L", positive=True)
+ETA = sp.Symbol("eta", positive=True)
+I = sp.Symbol("I", positive=True)
+T = sp.Symbol("T", positive=True)
+N = sp.Symbol("N", positive=True)
+SIGMA1 = sp.Symbol("sigma_1^2", nonnegative=True)
+SIGMA2 = sp.Symbol("sigma_2^2", nonnegative=True)
+SIGMA3 = sp.Symbol("sigma_3^2", nonnegative=True)
+P_BAR = sp.Symbol(r"\bar{p}", positive=True)
+P_BAR_MIN = sp.Symbol(r"\bar{p}_{\min}", positive=True)
+P_MIN = sp.Symbol(r"p_{\min}", positive=True)
+EPS_BAR = sp.Symbol(r"\bar{\epsilon}^{*}", nonnegative=True)
+C1_SYM = sp.Symbol("C_1", nonnegative=True)
+TAU_MAX = sp.Symbol(r"\bar{\tau}_{\max}", nonnegative=True)
+#: Σ_{t≤T} t^{-1/2} (step (j) of (33) before the 2√T bound).
+S_T = sp.Symbol("S_T", positive=True)
+#: (1/N) Σ_n (1 − p_n)^{3/2} / √p_n (the per-client form of (38)).
+H_BAR = sp.Symbol(r"\bar{h}", nonnegative=True)
+#: (1/N) Σ_n (1 − p_n) Σ_t √(E[τ_n^t] / t) (the exact-mean form of (38)).
+M_BAR = sp.Symbol(r"\bar{m}", nonnegative=True)
+#: (1/TN) Σ_t Σ_n (1 − p_n^t) √(τ_n^t / t) (the trace-level first line of (33)).
+XI = sp.Symbol(r"\Xi", nonnegative=True)
+#: the gradient-generation error ε of (23), as a user number.
+EPS = sp.Symbol(r"\epsilon", nonnegative=True)
+#: ‖∇f(x_t)‖² in the drift bound (19).
+GRAD2 = sp.Symbol(r"\|\nabla f\|^{2}", nonnegative=True)
+
+SYMBOLS = {name: s for name, s in globals().items() if isinstance(s, sp.Symbol)}
+
+# ------------------------------------------------------------------------------ step sizes
+
+
+def _cap(L_value: float, I_value: int, variant: str, *, half: bool = True) -> float:
+    """1/(2√30·LI) (corrected) or 1/(2√(30LI)) (printed); without the 2 when ``half=False``."""
+    root = np.sqrt(30.0) * L_value * I_value if variant == "corrected" else np.sqrt(30.0 * L_value * I_value)
+    return 1.0 / ((2.0 if half else 1.0) * root)
+
+
+def step_size(c: Constants, variant: str = "corrected") -> float:
+    """Theorem 1's step size η = min{1/√(IT), 1/(2√30·LI)} (003 lines 161, 619).
+
+    ``variant="printed"`` gives the literal min{1/√(IT), 1/(2√(30LI))}. With the corrected
+    cap the first branch is active exactly when T ≥ 120·L²·I (papers/logit.md §4.1).
+    """
+    check_variant(variant, VARIANTS)
+    return min(1.0 / np.sqrt(c.local_steps * c.rounds), _cap(c.L, c.local_steps, variant))
+
+
+def step_size_conditions(c: Constants, eta: float, variant: str = "corrected"):
+    """The three step-size hypotheses of the proof (papers/logit.md §4.1).
+
+    1. η ≤ 1/(LI) (003 line 496; makes the (1 − LηI) term of (16) non-positive);
+    2. η ≤ 1/(√30·LI) (003 line 520, printed 1/√(30LI); unrolls recursion (18));
+    3. η ≤ 1/(2√30·LI) (003 line 544, printed 1/(2√(30LI)); gives the factor 4 of (22)).
+    Condition 3 implies 1 and 2 in the corrected variant.
+    """
+    check_variant(variant, VARIANTS)
+    eta = positive(eta, "eta")
+    L_value, I_value = c.L, c.local_steps
+    note = "" if variant == "corrected" else "as printed; the proof needs the corrected cap"
+    return (
+        at_most("eta <= 1/(L I)", eta, 1.0 / (L_value * I_value), "(16), line 496"),
+        at_most("eta <= 1/(sqrt(30) L I)" if variant == "corrected" else "eta <= 1/sqrt(30 L I)",
+                eta, _cap(L_value, I_value, variant, half=False), f"(19), line 520 {note}".strip()),
+        at_most("eta <= 1/(2 sqrt(30) L I)" if variant == "corrected" else "eta <= 1/(2 sqrt(30 L I))",
+                eta, _cap(L_value, I_value, variant), f"(22), line 544 {note}".strip()),
+    )
+
+
+# ------------------------------------------------------------------------------ inputs
+
+
+def _array(value, name: str, shape: tuple[int, ...], *, low: float = 0.0, high: float = math.inf,
+           open_low: bool = False) -> np.ndarray:
+    """``value`` (a number or an array) broadcast to ``shape``, every entry finite and in
+    [low, high] ((low, high] with ``open_low``); otherwise a ValueError naming the entry."""
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or an array of numbers, got {value!r}") from None
+    try:
+        if array.ndim > len(shape):
+            raise ValueError
+        broadcast = np.broadcast_to(array, shape)
+    except ValueError:
+        raise ValueError(f"{name} must broadcast to shape {shape}, got shape {array.shape}") from None
+    _reject(array, ~np.isfinite(array), f"{name} must be finite")
+    if open_low:
+        _reject(array, (array <= low) | (array > high), f"{name} must lie in ({low:g}, {high:g}]")
+    else:
+        _reject(array, (array < low) | (array > high), f"{name} must be ≥ {low:g}")
+    return broadcast
+
+
+def _reject(array: np.ndarray, bad: np.ndarray, message: str) -> None:
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{message}, got {array[where]}" + (f" at index {where}" if where else ""))
+
+
+def probabilities(p, c: Constants, *, constant_in_time: bool = False) -> np.ndarray:
+    """p_n^t as a (T, N) array: ``p`` is a number, per-client (N,) or (T, N); each in (0, 1].
+
+    With ``constant_in_time`` (Theorem 2) ``p`` is a number or (N,), returned as (N,)."""
+    shape = (c.n_clients,) if constant_in_time else (c.rounds, c.n_clients)
+    return _array(p, "p", shape, high=1.0, open_low=True)
+
+
+def eps_bar(eps_star, p: np.ndarray) -> float:
+    """ε̄* = (1/TN) Σ_t Σ_n (1 − p_n^t) ε*_{n,t} (003 line 165); ``p`` of shape (T, N) or (N,)."""
+    eps = _array(eps_star, "eps_star", p.shape)
+    return float(np.mean((1.0 - p) * eps))
+
+
+def tau_max_bar(tau_max, c: Constants) -> float:
+    """τ̄_max = (1/N) Σ_n τ_{n,max}: ``tau_max`` is τ̄_max itself or the per-client (N,) maxima."""
+    shape = (c.n_clients,) if np.ndim(tau_max) else ()
+    return float(np.mean(_array(tau_max, "tau_max", shape)))
+
+
+def staleness(x, *, paper_start: bool = True) -> np.ndarray:
+    """τ_n^t of a participation mask (T, N) (or a batch (reps, T, N)), same shape.
+
+    τ_n^t = (1 − 𝕀_n^t)(τ_n^{t−1} + 1): rounds since client n's last received upload
+    (003 line 88; recursion behind (35), 003 line 634). ``paper_start=True`` counts the
+    first round as received by every client, τ_n^1 = 0, as (36) assumes (003 line 638);
+    ``False`` puts a virtual full upload before the first round instead.
+    """
+    last = last_selection(x)
+    rounds = np.arange(last.shape[-2])[:, None]
+    return rounds - (np.maximum(last, 0) if paper_start else last)
+
+
+def trace_tau_max_bar(x, *, paper_start: bool = True) -> float:
+    """τ̄_max = (1/N) Σ_n max_t τ_n^t of a realised trace (003 line 165); a batch
+    (reps, T, N) gives the mean over replicates."""
+    return float(staleness(x, paper_start=paper_start).max(axis=-2).mean())
+
+
+def expected_staleness(p, rounds: int) -> np.ndarray:
+    """E[τ_n^t] = (1 − p_n)/p_n · (1 − (1 − p_n)^{t−1}), t = 1..T, shape (T, N) (eq. (36), 003 line 638)."""
+    p = np.atleast_1d(np.asarray(p, dtype=float))
+    t = np.arange(1, rounds + 1)[:, None]
+    return (1.0 - p) / p * (1.0 - (1.0 - p) ** (t - 1))
+
+
+def _surrogate_variance(c: Constants) -> float:
+    return nonnegative(c.require(SURROGATE_KEY), f"extra[{SURROGATE_KEY!r}]")
+
+
+def _eta(c: Constants, eta, variant: str) -> float:
+    return step_size(c, variant) if eta is None else positive(eta, "eta")
+
+
+def _problem_values(c: Constants, eta: float) -> dict:
+    return {DELTA: c.delta_f, L: c.L, ETA: eta, I: c.local_steps, T: c.rounds, N: c.n_clients,
+            SIGMA1: c.sigma2, SIGMA2: _surrogate_variance(c), SIGMA3: nonnegative(c.require("zeta2"), "zeta2")}
+
+
+# ------------------------------------------------------------------------------ formulas
+
+
+def _optimisation_terms() -> dict:
+    """The first four terms of (23) (003 lines 554–557), with (1/TN²)ΣΣ p_n^t = p̄/N."""
+    return {
+        "optimization": 4 * DELTA / (ETA * I * T),
+        "variance": 2 * L * ETA * (SIGMA1 * P_BAR + SIGMA2 * (1 - P_BAR)) / N,
+        "drift_noise": 20 * L**2 * I * ETA**2 * SIGMA1,
+        "drift_heterogeneity": 120 * L**2 * I**2 * ETA**2 * SIGMA3,
+    }
+
+
+def _staleness_1() -> sp.Expr:
+    """8C₁√(τ̄_max(1 − p̄_min))/√T: step (k) of (33) (003 line 614)."""
+    return 8 * C1_SYM * sp.sqrt(TAU_MAX * (1 - P_BAR_MIN)) / sp.sqrt(T)
+
+
+def _staleness_2(variant: str, form: str) -> sp.Expr:
+    """The staleness part of (38) (003 lines 646–654) in the chosen form and variant."""
+    if form == "p_min":
+        denominator = sp.sqrt(P_MIN) if variant == "corrected" else P_MIN
+        return 8 * C1_SYM * (1 - P_MIN) ** sp.Rational(3, 2) / (sp.sqrt(T) * denominator)
+    if form == "per_client":
+        prefactor = 8 * C1_SYM / sp.sqrt(T) if variant == "corrected" else 8 * C1_SYM * sp.sqrt(N) / sp.sqrt(T)
+        return prefactor * H_BAR
+    return 4 * C1_SYM * M_BAR / T
+
+
+def _generator_staleness(form: str) -> sp.Expr:
+    """The C₁ part of (33) (003 lines 608–614) in its three successive forms."""
+    if form == "trace":
+        return 4 * C1_SYM * XI
+    if form == "cauchy_schwarz":
+        return 4 * C1_SYM * S_T * sp.sqrt(1 - P_BAR_MIN) * sp.sqrt(TAU_MAX) / T
+    return _staleness_1()
+
+
+def _formula(terms: dict) -> Formula:
+    expr = sp.Add(*terms.values())
+    ordered = sorted(expr.free_symbols, key=lambda s: s.name)
+    return Formula(terms, ordered)
+
+
+@lru_cache(maxsize=None)
+def theorem_1_formula() -> Formula:
+    """Theorem 1, explicit constants (papers/logit.md §4.4 boxed form)."""
+    return _formula({**_optimisation_terms(), "generator_floor": 4 * EPS_BAR, "staleness": _staleness_1()})
+
+
+@lru_cache(maxsize=None)
+def theorem_2_formula(variant: str = "corrected", form: str = "p_min") -> Formula:
+    """Theorem 2: Theorem 1 with the staleness term of (38) (papers/logit.md §4.5)."""
+    return _formula({**_optimisation_terms(), "generator_floor": 4 * EPS_BAR,
+                     "staleness": _staleness_2(variant, form)})
+
+
+@lru_cache(maxsize=None)
+def _generator_formula(form: str) -> Formula:
+    return _formula({"generator_floor": 4 * EPS_BAR, "staleness": _generator_staleness(form)})
+
+
+@lru_cache(maxsize=None)
+def _averaged_formula() -> Formula:
+    return _formula({**_optimisation_terms(), "generation_error": EPS})
+
+
+@lru_cache(maxsize=None)
+def _drift_formula() -> Formula:
+    return _formula({"noise": 5 * I * ETA**2 * SIGMA1, "heterogeneity": 30 * I**2 * ETA**2 * SIGMA3,
+                     "gradient": 30 * I**2 * ETA**2 * GRAD2})
+
+
+# ------------------------------------------------------------------------------ theorems
+
+
+def theorem_1(c: Constants, p, tau_max, eps_star, C1: float, *, eta: float | None = None,
+              variant: str = "corrected") -> Bound:
+    """LOGIT Thm 1 (003_1b7f746e269658bc.txt lines 161–165; proof (34), lines 619–626).
+
+    General time-varying p_n^t. Explicit form of (10), from (23) and (33):
+
+        (1/T)Σ_t E‖∇f(x_t)‖² ≤ 4Δ/(ηIT) + (2Lη/N)(σ₁²p̄ + σ₂²q̄) + 20L²Iη²σ₁²
+                               + 120L²I²η²σ₃² + 4ε̄* + 8C₁√(τ̄_max(1 − p̄_min))/√T,
+
+    at η = min{1/√(IT), 1/(2√30·LI)} unless ``eta`` is given (any 0 < η ≤ 1/(2√30·LI)).
+    ``p``: p_n^t as a number, (N,) or (T, N); ``tau_max``: τ̄_max or per-client (N,)
+    maxima τ_{n,max} (003 line 165; a realised trace gives them via
+    :func:`trace_tau_max_bar`); ``eps_star``: ε*_{n,t} ≥ 0; ``C1``: C₁ ≥ 0.
+    ``variant``: "corrected" (default) or "printed" step-size cap (module docstring);
+    the right-hand side is the same, only η and the conditions change.
+
+    Beyond the reference: equality (b) of (15) (003 line 488) drops the cross terms
+    E⟨g_n(x^n_{t,j}) − ∇F_n(x^n_{t,j}), ∇F_n(x^n_{t,i})⟩, j < i, which need not vanish
+    (x^n_{t,i} depends on the earlier noise); the usual fix ‖a + b‖² ≤ 2‖a‖² + 2‖b‖²
+    would double the variance coefficient and halve the cap of condition 1. The
+    constants here are the paper's.
+    """
+    check_variant(variant, VARIANTS)
+    probs = probabilities(p, c)
+    eta_value = _eta(c, eta, variant)
+    values = {**_problem_values(c, eta_value), P_BAR: probs.mean(), P_BAR_MIN: probs.min(axis=0).mean(),
+              EPS_BAR: eps_bar(eps_star, probs), C1_SYM: nonnegative(C1, "C1"), TAU_MAX: tau_max_bar(tau_max, c)}
+    source = Source("LOGIT", "Thm 1", SEED, "161–165",
+                    "explicit constants from (23) lines 554–557 and (33) lines 608–614")
+    return make_bound(theorem_1_formula(), values, source, conditions=step_size_conditions(c, eta_value, variant),
+                      step_sizes={"eta": step_size(c, variant)}, variant=variant)
+
+
+def theorem_2(c: Constants, p, eps_star, C1: float, *, eta: float | None = None,
+              variant: str = "corrected", staleness: str = "p_min") -> Bound:
+    """LOGIT Thm 2 (003_1b7f746e269658bc.txt lines 171–175; proof (38)–(39), lines 644–661).
+
+    Constant p_n^t = p_n ∈ (0, 1], Bernoulli i.i.d. over rounds. Theorem 1's first five
+    terms (with p̄ = (1/N)Σ_n p_n) plus a staleness term from (36)–(38):
+
+    * ``staleness="p_min"`` (the theorem as stated): 8C₁(1 − p_min)^{3/2}/(√T·√p_min);
+      ``variant="printed"`` has p_min for √p_min in the denominator (003 lines 173, 661);
+    * ``"per_client"``: (8C₁/(N√T)) Σ_n (1 − p_n)^{3/2}/√p_n (the line before the last of
+      (38), 003 line 652, with the prefactor corrected; "printed" keeps 8C₁/√(TN));
+    * ``"exact_mean"``: (4C₁/(TN)) Σ_n (1 − p_n) Σ_t √(E[τ_n^t]/t) with E[τ_n^t] from
+      (36), before the 2√T step (papers/logit.md §4.5; corrected variant only).
+
+    In the corrected variant exact_mean ≤ per_client ≤ p_min (E[τ_n^t] ≤ (1 − p_n)/p_n,
+    Σ_t t^{-1/2} ≤ 2√T, and h(p) = (1 − p)^{3/2}/√p decreases on (0, 1]). Step size and conditions as in
+    :func:`theorem_1`.
+
+    Beyond the reference: (17)(f) (003 line 510) takes E[(1 − 𝕀_n^t)·err] =
+    (1 − p_n)·E[err], but via (32) the error depends on τ_n^t, which is 0 exactly when
+    𝕀_n^t = 1; conditioning on 𝕀_n^t = 0 gives E[τ_n^t | 𝕀_n^t = 0] ≤ 1/p_n and a
+    staleness term with (1 − p)/√p, not (1 − p)^{3/2}/√p. This module evaluates (38) as
+    the paper derives it.
+    """
+    check_variant(variant, VARIANTS)
+    if staleness not in STALENESS_FORMS:
+        raise ValueError(f"staleness must be one of {', '.join(map(repr, STALENESS_FORMS))}, got {staleness!r}")
+    if staleness == "exact_mean" and variant == "printed":
+        raise ValueError("staleness='exact_mean' has no printed form; use variant='corrected'")
+    probs = probabilities(p, c, constant_in_time=True)
+    eta_value = _eta(c, eta, variant)
+    values = {**_problem_values(c, eta_value), P_BAR: probs.mean(), P_MIN: probs.min(),
+              EPS_BAR: eps_bar(eps_star, np.broadcast_to(probs, (c.rounds, c.n_clients))),
+              C1_SYM: nonnegative(C1, "C1")}
+    if staleness == "per_client":
+        values[H_BAR] = float(np.mean((1 - probs) ** 1.5 / np.sqrt(probs)))
+    elif staleness == "exact_mean":
+        values[M_BAR] = _exact_mean_factor(probs, c.rounds)
+    formula = theorem_2_formula(variant, staleness)
+    source = Source("LOGIT", "Thm 2", SEED, "171–175",
+                    f"staleness term from (38) lines 646–654, form {staleness!r}")
+    return make_bound(formula, {s: values[s] for s in formula.symbols}, source,
+                      conditions=step_size_conditions(c, eta_value, variant),
+                      step_sizes={"eta": step_size(c, variant)}, variant=variant)
+
+
+def _exact_mean_factor(probs: np.ndarray, rounds: int) -> float:
+    """(1/N) Σ_n (1 − p_n) Σ_{t≤T} √(E[τ_n^t]/t), client by client to bound memory."""
+    root_t = np.sqrt(np.arange(1, rounds + 1))
+    total = sum((1 - q) * np.sum(np.sqrt(expected_staleness(q, rounds)[:, 0]) / root_t) for q in probs)
+    return float(total / probs.size)
+
+
+# ------------------------------------------------------------------------------ intermediate bounds
+
+
+def generator_error(c: Constants, p, eps_star, C1: float, *, tau_max=None, tau=None,
+                    form: str = "closed") -> Bound:
+    """LOGIT eq. (33), gradient-generation error ε (003_1b7f746e269658bc.txt lines 606–617).
+
+    Three successively looser forms, each a valid bound on ε of (23):
+
+    * ``"trace"``: 4ε̄* + (4C₁/TN) Σ_t Σ_n (1 − p_n^t) √(τ_n^t/t), from a (T, N) array
+      ``tau`` of staleness values (realised, :func:`staleness`, or expected,
+      :func:`expected_staleness`);
+    * ``"cauchy_schwarz"`` (step (j)): 4ε̄* + (4C₁/T)(Σ_t t^{-1/2})√(1 − p̄_min)√τ̄_max;
+    * ``"closed"`` (step (k)): 4ε̄* + 8C₁√(τ̄_max(1 − p̄_min))/√T (Theorem 1's last terms).
+
+    (30)–(32) (003 lines 594–604) give E‖∇F̃_n − ∇F_n‖² ≤ ε*_{n,t} + C₁√(τ_n^t/t).
+    ``tau_max`` defaults to (1/N)Σ_n max_t τ_n^t of ``tau`` when ``tau`` is given.
+    """
+    if form not in GENERATOR_FORMS:
+        raise ValueError(f"form must be one of {', '.join(map(repr, GENERATOR_FORMS))}, got {form!r}")
+    probs = probabilities(p, c)
+    if tau is not None:
+        tau = _array(tau, "tau", (c.rounds, c.n_clients))
+        tau_max = tau.max(axis=0) if tau_max is None else tau_max
+    if tau_max is None or (form == "trace" and tau is None):
+        raise ValueError(f"generator_error(form={form!r}) needs " + ("tau" if form == "trace" else "tau_max or tau"))
+    t = np.arange(1, c.rounds + 1)[:, None]
+    values = {EPS_BAR: eps_bar(eps_star, probs), C1_SYM: nonnegative(C1, "C1"), T: c.rounds,
+              P_BAR_MIN: probs.min(axis=0).mean(), TAU_MAX: tau_max_bar(tau_max, c),
+              S_T: float(np.sum(1 / np.sqrt(t))),
+              XI: float(np.mean((1 - probs) * np.sqrt(tau / t))) if tau is not None else 0.0}
+    formula = _generator_formula(form)
+    source = Source("LOGIT", "eq. (33)", SEED, "606–617", f"form {form!r}")
+    return make_bound(formula, {s: values[s] for s in formula.symbols}, source)
+
+
+def averaged_bound(c: Constants, p, generation_error: float, *, eta: float | None = None,
+                   variant: str = "corrected") -> Bound:
+    """LOGIT eq. (23), averaged descent with ε as a number (003_1b7f746e269658bc.txt lines 554–558).
+
+        (1/T)Σ_t E‖∇f(x_t)‖² ≤ 4Δ/(ηIT) + (2Lη/N)(σ₁²p̄ + σ₂²q̄) + 20L²Iη²σ₁²
+                               + 120L²I²η²σ₃² + ε,
+
+    valid for η ≤ 1/(2√30·LI); ε is the generation error (e.g. a measured proxy, or
+    :func:`generator_error`'s value). Theorem 1 is this with ε bounded by (33).
+    """
+    check_variant(variant, VARIANTS)
+    probs = probabilities(p, c)
+    eta_value = _eta(c, eta, variant)
+    values = {**_problem_values(c, eta_value), P_BAR: probs.mean(),
+              EPS: nonnegative(generation_error, "generation_error")}
+    source = Source("LOGIT", "eq. (23)", SEED, "554–558")
+    return make_bound(_averaged_formula(), values, source, conditions=step_size_conditions(c, eta_value, variant),
+                      step_sizes={"eta": step_size(c, variant)}, variant=variant)
+
+
+def client_drift(c: Constants, eta: float, grad_norm2: float, *, variant: str = "corrected") -> Bound:
+    """LOGIT eq. (19), client drift (003_1b7f746e269658bc.txt lines 520–526).
+
+        E‖x^n_{t,i} − x_t‖² ≤ 5Iη²(σ₁² + 6Iσ₃²) + 30I²η²‖∇f(x_t)‖²   for every i ≤ I,
+
+    under η ≤ 1/(√30·LI) (printed 1/√(30LI), 003 line 520). The paper prints ‖f(x_t)‖²
+    for ‖∇f(x_t)‖² (papers/logit.md A13). ``grad_norm2`` is ‖∇f(x_t)‖² ≥ 0.
+    """
+    check_variant(variant, VARIANTS)
+    eta_value = positive(eta, "eta")
+    values = {ETA: eta_value, I: c.local_steps, SIGMA1: c.sigma2,
+              SIGMA3: nonnegative(c.require("zeta2"), "zeta2"), GRAD2: nonnegative(grad_norm2, "grad_norm2")}
+    source = Source("LOGIT", "eq. (19)", SEED, "520–526")
+    return make_bound(_drift_formula(), values, source,
+                      conditions=step_size_conditions(c, eta_value, variant)[1:2], variant=variant)
+
+
+__all__ = ["theorem_1", "theorem_2", "generator_error", "averaged_bound", "client_drift", "step_size",
+           "step_size_conditions", "probabilities", "eps_bar", "tau_max_bar", "staleness",
+           "trace_tau_max_bar", "expected_staleness", "theorem_1_formula", "theorem_2_formula",
+           "SYMBOLS", "VARIANTS", "STALENESS_FORMS", "GENERATOR_FORMS", "SURROGATE_KEY", "SEED"]
