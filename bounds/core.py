@@ -29,7 +29,8 @@ class Source:
     note: str = ""
 
     def __str__(self) -> str:
-        text = f"{self.paper} {self.item} ({self.seed} line {self.line})"
+        lines = "lines" if any(mark in str(self.line) for mark in ("–", "-", ",")) else "line"
+        text = f"{self.paper} {self.item} ({self.seed} {lines} {self.line})"
         return f"{text}; {self.note}" if self.note else text
 
 
