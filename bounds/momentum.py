@@ -1,0 +1,674 @@
+"""Server momentum in FL (Sun, Wu, Huang & Zhang, AAAI 2024): multistage FedGM bounds.
+
+FedGM's server step (002_5bd9fb077877187f.txt lines 108–112) is
+``d_{t+1} = (1-β)Δ_t + β d_t``, ``h_{t+1} = (1-ν)Δ_t + ν d_{t+1}``, ``x_{t+1} = x_t - η h_{t+1}``;
+the multistage "constant and drop" scheduler (Algorithm 3, lines 132–170) runs stage s with
+a fixed triple (η_s, β_s, ν_s) for T_s rounds, subject to constraint (3) (lines 190–196):
+η non-increasing, β non-decreasing and < 1, and both W_1 = η_s β_s ν_s / (1-β_s) and
+W_2 = T_s η_s constant over the stages.
+
+Every theorem bounds the stage-averaged expected squared gradient norm
+``Ḡ = (1/S) Σ_s (1/T_s) Σ_{t in stage s} E‖∇f(x_t)‖²`` (line 188) and returns a
+:class:`bounds.core.Bound` written once as named sympy terms.
+
+Mapping onto :class:`bounds.core.Constants`: ``L`` → L, ``sigma2`` → σ_l² (local minibatch
+variance, A2), ``zeta2`` → σ_g² (global variance / heterogeneity, A3; ``extra["sigma_g2"]``
+is accepted instead), ``delta_f`` → f(x_0) − f*, ``n_clients`` → n, ``local_steps`` → K,
+``rounds`` → T (must equal the schedule's Σ T_s). The client learning rate η_l and the
+server hyperparameters live on the :class:`StageSchedule`.
+
+Indexing follows papers/server_momentum.md §0: rounds t = 0..T−1, stages s = 1..S, so
+"η_0" in the proofs means the first-stage value η_1.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from functools import lru_cache
+from types import SimpleNamespace
+
+import numpy as np
+import sympy as sp
+
+from .core import (Bound, Condition, Constants, Formula, Source, at_most, check_variant, count, make_bound,
+                   nonnegative, positive)
+
+__all__ = [
+    "StageSchedule", "ScheduleQuantities", "LocalStepStats", "schedule_quantities", "w1", "w2", "eta_bar",
+    "eta_hat2", "eta_hat3", "c_eta", "c_beta", "single_stage", "constant_and_drop", "paper_schedule",
+    "theorem_4_1", "theorem_4_6", "theorem_5_1", "corollary_g1", "formula_4_1", "formula_4_6", "formula_5_1",
+    "formula_g1", "sym",
+]
+
+PAPER = "Server momentum"
+SEED = "002_5bd9fb077877187f.txt"
+
+# The symbols every formula is written in (public so that callers can substitute).
+sym = SimpleNamespace(
+    L=sp.Symbol("L", positive=True),
+    sigma_l2=sp.Symbol("sigma_l^2", positive=True),
+    sigma_g2=sp.Symbol("sigma_g^2", positive=True),
+    delta_f=sp.Symbol("Delta_f", positive=True),
+    n=sp.Symbol("n", positive=True),
+    m=sp.Symbol("m", positive=True),
+    K=sp.Symbol("K", positive=True),
+    T=sp.Symbol("T", positive=True),
+    S=sp.Symbol("S", positive=True),
+    W1=sp.Symbol("W_1", positive=True),
+    W2=sp.Symbol("W_2", positive=True),
+    eta_bar=sp.Symbol(r"\bar{\eta}", positive=True),
+    eta_hat2=sp.Symbol(r"\hat{\eta}^{2}", positive=True),
+    eta_hat3=sp.Symbol(r"\hat{\eta}^{3}", positive=True),
+    C_eta=sp.Symbol("C_eta", positive=True),
+    eta_l=sp.Symbol("eta_l", positive=True),
+    tau=sp.Symbol("tau", positive=True),
+    phi1=sp.Symbol("phi_1", positive=True),
+    phi2=sp.Symbol("phi_2", positive=True),
+    phi3=sp.Symbol("phi_3", positive=True),
+)
+
+
+# ------------------------------------------------------------------------------ schedule
+
+
+def _stage_tuple(values, name: str, stages: int | None) -> tuple[float, ...]:
+    """A per-stage tuple of finite floats; a scalar is broadcast to every stage."""
+    if isinstance(values, numbers.Real) and not isinstance(values, bool):
+        if stages is None:
+            raise ValueError(f"{name} must be a sequence, got {values!r}")
+        values = [values] * stages
+    try:
+        out = tuple(float(v) for v in np.asarray(values, dtype=float).ravel())
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a sequence of real numbers, got {values!r}") from None
+    if stages is not None and len(out) != stages:
+        raise ValueError(f"{name} has {len(out)} stages but lengths has {stages}")
+    if not all(math.isfinite(v) for v in out):
+        raise ValueError(f"{name} must be finite, got {out}")
+    return out
+
+
+def _same(values, rtol: float) -> bool:
+    values = np.asarray(values, dtype=float)
+    return bool(np.ptp(values) <= rtol * np.max(np.abs(values)))
+
+
+@dataclass(frozen=True)
+class StageSchedule:
+    """Multistage FedGM hyperparameters (Algorithm 3, 002_5bd9fb077877187f.txt lines 132–170).
+
+    ``lengths`` T_s (rounds per stage), ``eta_g`` server learning rates η_s, ``eta_l`` the
+    client learning rate η_l, ``beta`` momentum factors β_s, ``nu`` instant discount
+    factors ν_s (scalars are broadcast to every stage). Validated against constraint (3)
+    (lines 192–194): η_s > 0 non-increasing, 0 ≤ β_s < 1 non-decreasing, 0 ≤ ν_s ≤ 1,
+    W_1 = η_s β_s ν_s/(1−β_s) and W_2 = T_s η_s the same for every stage (to ``rtol``).
+    FedAvg is ν = 0 (β then has no effect), FedAvgM ν = 1, FedNAG ν = β (lines 114–118).
+    """
+
+    lengths: tuple[int, ...]
+    eta_g: tuple[float, ...]
+    eta_l: float
+    beta: tuple[float, ...] | float = 0.0
+    nu: tuple[float, ...] | float = 0.0
+    rtol: float = 1e-9
+
+    def __post_init__(self):
+        if isinstance(self.lengths, numbers.Integral):
+            raise ValueError(f"lengths must be a sequence of stage lengths, got {self.lengths!r}")
+        lengths = tuple(count(t, f"lengths[{s}]") for s, t in enumerate(self.lengths))
+        if not lengths:
+            raise ValueError("lengths must name at least one stage, got ()")
+        stages = len(lengths)
+        eta_g = _stage_tuple(self.eta_g, "eta_g", stages)
+        beta = _stage_tuple(self.beta, "beta", stages)
+        nu = _stage_tuple(self.nu, "nu", stages)
+        rtol = nonnegative(self.rtol, "rtol")
+        positive(self.eta_l, "eta_l")
+        for s in range(stages):
+            positive(eta_g[s], f"eta_g[{s}]")
+            if not 0 <= beta[s] < 1:
+                raise ValueError(f"beta[{s}] must lie in [0, 1), got {beta[s]}")
+            if not 0 <= nu[s] <= 1:
+                raise ValueError(f"nu[{s}] must lie in [0, 1], got {nu[s]}")
+        for s in range(stages - 1):
+            if eta_g[s + 1] > eta_g[s] * (1 + rtol):
+                raise ValueError(f"eta_g must be non-increasing (constraint (3)), got eta_g[{s + 1}]={eta_g[s + 1]} "
+                                 f"> eta_g[{s}]={eta_g[s]}")
+            if beta[s + 1] < beta[s] * (1 - rtol):
+                raise ValueError(f"beta must be non-decreasing (constraint (3)), got beta[{s + 1}]={beta[s + 1]} "
+                                 f"< beta[{s}]={beta[s]}")
+        products = [t * e for t, e in zip(lengths, eta_g)]
+        if not _same(products, rtol):
+            raise ValueError(f"T_s·eta_g[s] must be the same for every stage (W_2, constraint (3)), got {products}")
+        w1s = [e * b * v / (1 - b) for e, b, v in zip(eta_g, beta, nu)]
+        if not _same(w1s, rtol):
+            raise ValueError(f"eta_g·beta·nu/(1-beta) must be the same for every stage (W_1, constraint (3)), "
+                             f"got {w1s}")
+        for name, value in (("lengths", lengths), ("eta_g", eta_g), ("beta", beta), ("nu", nu), ("rtol", rtol)):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "eta_l", float(self.eta_l))
+
+    @property
+    def n_stages(self) -> int:
+        """S."""
+        return len(self.lengths)
+
+    @property
+    def total_rounds(self) -> int:
+        """T = Σ_s T_s (line 170)."""
+        return int(sum(self.lengths))
+
+    @property
+    def boundaries(self) -> tuple[int, ...]:
+        """B_0 = 0, B_s = T_1 + … + T_s: stage s covers rounds B_{s−1} … B_s − 1."""
+        return (0, *np.cumsum(self.lengths).tolist())
+
+    def per_round(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(η_t, β_t, ν_t) for t = 0..T−1: the stage values repeated T_s times (line 644)."""
+        reps = np.asarray(self.lengths)
+        return tuple(np.repeat(np.asarray(v, dtype=float), reps) for v in (self.eta_g, self.beta, self.nu))
+
+
+@dataclass(frozen=True)
+class ScheduleQuantities:
+    """The multistage constants of §3.3 (lines 194, 202, 305–306, 616, 664)."""
+
+    S: int
+    T: int
+    W1: float
+    W2: float
+    eta_bar: float
+    eta_hat2: float
+    eta_hat3: float
+    C_eta: float
+    C_beta: float
+
+
+def w1(schedule: StageSchedule) -> float:
+    """W_1 = η_s β_s ν_s / (1 − β_s), the same for every stage (eq. (3), line 194)."""
+    eta, beta, nu = (np.asarray(v) for v in (schedule.eta_g, schedule.beta, schedule.nu))
+    return float(np.mean(eta * beta * nu / (1 - beta)))
+
+
+def w2(schedule: StageSchedule) -> float:
+    """W_2 = T_s η_s, the same for every stage (eq. (3), line 194)."""
+    return float(np.mean(np.asarray(schedule.lengths) * np.asarray(schedule.eta_g)))
+
+
+def eta_bar(schedule: StageSchedule) -> float:
+    """η̄ = (1/S) Σ_s η_s, the average server learning rate (line 202)."""
+    return float(np.mean(schedule.eta_g))
+
+
+def eta_hat2(schedule: StageSchedule) -> float:
+    """η̂² = (1/S) Σ_s η_s² (footnote 5, line 306)."""
+    return float(np.mean(np.asarray(schedule.eta_g) ** 2))
+
+
+def eta_hat3(schedule: StageSchedule) -> float:
+    """η̂³ = (1/S) Σ_s η_s³ (footnote 5, line 306)."""
+    return float(np.mean(np.asarray(schedule.eta_g) ** 3))
+
+
+def c_eta(schedule: StageSchedule) -> float:
+    """C_η = η_1/η_S, first over last stage (line 202; printed η_0/η_S at line 664)."""
+    return schedule.eta_g[0] / schedule.eta_g[-1]
+
+
+def c_beta(schedule: StageSchedule) -> float:
+    """C_β = (1 − β_1)/(1 − β_S) (proof only, line 616); the proofs use C_β ≤ C_η (line 666)."""
+    return (1 - schedule.beta[0]) / (1 - schedule.beta[-1])
+
+
+def schedule_quantities(schedule: StageSchedule) -> ScheduleQuantities:
+    """All multistage constants of a schedule at once."""
+    if not isinstance(schedule, StageSchedule):
+        raise ValueError(f"schedule must be a StageSchedule, got {type(schedule).__name__}")
+    return ScheduleQuantities(schedule.n_stages, schedule.total_rounds, w1(schedule), w2(schedule),
+                              eta_bar(schedule), eta_hat2(schedule), eta_hat3(schedule), c_eta(schedule),
+                              c_beta(schedule))
+
+
+def single_stage(rounds: int, eta_g: float, eta_l: float, beta: float = 0.0, nu: float = 0.0) -> StageSchedule:
+    """S = 1: plain FedGM with a constant (η, β, ν) for ``rounds`` rounds (line 170)."""
+    return StageSchedule((count(rounds, "rounds (T)"),), (eta_g,), eta_l, beta, nu)
+
+
+def constant_and_drop(eta_g, rounds: int, eta_l: float, *, nu: float = 0.9, beta1: float = 0.7) -> StageSchedule:
+    """A schedule meeting constraint (3) from the stage learning rates and the total rounds.
+
+    Stage lengths follow T_s ∝ 1/η_s with the stage boundaries rounded to the nearest round
+    (papers/server_momentum.md §3.3). When rounding breaks T_s η_s = const, η_s for s ≥ 2 is
+    reset to η_1 T_1 / T_s so that W_2 is exact (the theorems need it exactly). ν is
+    constant and β_s = W_1/(W_1 + η_s ν) with W_1 = η_1 β_1 ν/(1 − β_1), which keeps W_1
+    constant and β non-decreasing (reference §3.3; the paper reports no β_s, line 328).
+    """
+    eta = _stage_tuple(eta_g, "eta_g", None)
+    if not eta:
+        raise ValueError("eta_g must name at least one stage, got ()")
+    for s, e in enumerate(eta):
+        positive(e, f"eta_g[{s}]")
+    rounds = count(rounds, "rounds (T)")
+    inverse = np.cumsum(1 / np.asarray(eta))
+    ends = np.floor(rounds * inverse / inverse[-1] + 0.5).astype(int)
+    lengths = np.diff(np.concatenate([[0], ends]))
+    if np.any(lengths < 1):
+        raise ValueError(f"rounds={rounds} is too few for {len(eta)} stages with eta_g={eta}")
+    products = lengths * np.asarray(eta)
+    if not _same(products, 1e-12):
+        eta = tuple(eta[0] * lengths[0] / t for t in lengths)
+    if not 0 <= beta1 < 1:
+        raise ValueError(f"beta1 must lie in [0, 1), got {beta1}")
+    if not 0 <= nu <= 1:
+        raise ValueError(f"nu must lie in [0, 1], got {nu}")
+    w1_value = eta[0] * beta1 * nu / (1 - beta1)
+    beta = [w1_value / (w1_value + e * nu) for e in eta] if w1_value > 0 else [beta1] * len(eta)
+    return StageSchedule(tuple(int(t) for t in lengths), eta, eta_l, tuple(beta), nu)
+
+
+def paper_schedule(rounds: int = 1000, eta_l: float = 0.01, *, nu: float = 0.9, beta1: float = 0.7) -> StageSchedule:
+    """The experiments' schedule (§3.4; 002_5bd9fb077877187f.txt lines 328, 1353).
+
+    η = (2.0, 1.0, 0.5), T_1:T_2:T_3 = 1:2:4, client LR 0.01 (line 1328). ``rounds=1000``
+    gives Fig. 2's stage ends 143 and 429; 2000 gives Fig. 8's 286 and 857 (reference §8
+    item 14: Fig. 2's marks fit T = 1000, not the default 500). For T not a multiple of 7,
+    η_2, η_3 are nudged (< 0.2 %) so that W_2 stays exact; β_s, ν are not reported by the
+    paper, so ν = 0.9 and β_1 = 0.7 (grid values, line 1328) with β_s from W_1.
+    """
+    return constant_and_drop((2.0, 1.0, 0.5), rounds, eta_l, nu=nu, beta1=beta1)
+
+
+# ---------------------------------------------------------------- local-step statistics
+
+
+@dataclass(frozen=True)
+class LocalStepStats:
+    """φ_1, φ_2, φ_3 and K_max of the autonomous theorems (footnote 5, lines 305–307).
+
+    φ_1 = (1/T) Σ_t K̄_t, φ_2 = (1/T) Σ_t K̂_t², φ_3 = (1/T) Σ_t (1/m) Σ_{i∈S_t} 1/K_{t,i}
+    (the mean of reciprocals), with K̄_t, K̂_t² averaged over the m arrived clients S_t
+    (reference §8 item 10). ``k_max`` is the largest K_{t,i} over all rounds, the
+    conservative reading of K_{t,max} (reference §8 item 9). Validated for consistency
+    (Jensen: φ_2 ≥ φ_1², φ_3 ≥ 1/φ_1; and 1 ≤ φ_1 ≤ K_max, φ_2 ≤ K_max², φ_3 ≤ 1).
+    """
+
+    phi1: float
+    phi2: float
+    phi3: float
+    k_max: float
+
+    def __post_init__(self):
+        phi1, phi2, phi3, k_max = (positive(getattr(self, n), n) for n in ("phi1", "phi2", "phi3", "k_max"))
+        tol = 1 + 1e-9
+        checks = [
+            (k_max >= 1 / tol, f"k_max must be ≥ 1, got {k_max}"),
+            (1 / tol <= phi1 <= k_max * tol, f"phi1 must lie in [1, k_max={k_max}], got {phi1}"),
+            (phi1 ** 2 / tol <= phi2 <= k_max ** 2 * tol,
+             f"phi2 must lie in [phi1², k_max²]=[{phi1 ** 2}, {k_max ** 2}], got {phi2}"),
+            (1 / phi1 / tol <= phi3 <= tol, f"phi3 must lie in [1/phi1, 1]=[{1 / phi1}, 1], got {phi3}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    @classmethod
+    def constant(cls, K: int) -> "LocalStepStats":
+        """Identical K for all t, i: φ_1 = K, φ_2 = K², φ_3 = 1/K (line 1074)."""
+        K = count(K, "local_steps (K)")
+        return cls(float(K), float(K * K), 1.0 / K, float(K))
+
+    @classmethod
+    def from_steps(cls, steps) -> "LocalStepStats":
+        """From logged K_{t,i}: an array (T, m), row t the local steps of the m arrived clients."""
+        steps = np.asarray(steps, dtype=float)
+        if steps.ndim != 2 or steps.size == 0:
+            raise ValueError(f"local steps must be a non-empty (T, m) array, got shape {steps.shape}")
+        if not np.all(np.isfinite(steps)) or np.any(steps < 1) or np.any(steps != np.round(steps)):
+            raise ValueError(f"local steps must be integers ≥ 1, got min {np.nanmin(steps)}")
+        return cls(float(steps.mean(axis=1).mean()), float((steps ** 2).mean(axis=1).mean()),
+                   float((1 / steps).mean(axis=1).mean()), float(steps.max()))
+
+
+def _local_stats(local_steps, constants: Constants, rounds: int, m: int) -> LocalStepStats:
+    if local_steps is None:
+        return LocalStepStats.constant(constants.local_steps)
+    if isinstance(local_steps, LocalStepStats):
+        return local_steps
+    stats = np.asarray(local_steps)
+    if stats.ndim != 2 or stats.shape != (rounds, m):
+        raise ValueError(f"local steps must have shape (T, m)=({rounds}, {m}), got {stats.shape}")
+    return LocalStepStats.from_steps(stats)
+
+
+# ------------------------------------------------------------------------------ formulas
+
+
+def _sigma_l_terms(terms: dict[str, sp.Expr]) -> dict[str, sp.Expr]:
+    return {name: term * sym.sigma_l2 for name, term in terms.items()}
+
+
+@lru_cache(maxsize=None)
+def formula_4_1() -> Formula:
+    """Thm 4.1 right-hand side (002_5bd9fb077877187f.txt lines 206–208, proof line 672)."""
+    s, r = sym, sp.Rational
+    terms = {"initial": r(64, 17) * s.delta_f / (s.S * s.W2 * s.eta_l * s.K)}
+    terms |= _sigma_l_terms({
+        "sigma_l_momentum": r(32, 17) * s.L ** 2 * s.W1 ** 2 * s.T * s.eta_bar * s.eta_l / (s.n * s.W2),
+        "sigma_l_server": r(32, 17) * s.L * s.eta_bar * s.eta_l / s.n,
+        "sigma_l_aggregate": r(32, 17) * s.eta_l / s.n,
+        "sigma_l_drift": r(160, 17) * s.eta_l ** 2 * s.L ** 2 * s.K,
+    })
+    terms["sigma_g_drift"] = r(960, 17) * s.eta_l ** 2 * s.L ** 2 * s.K ** 2 * s.sigma_g2
+    return Formula(terms, (s.delta_f, s.L, s.sigma_l2, s.sigma_g2, s.n, s.K, s.T, s.S, s.W1, s.W2, s.eta_bar,
+                           s.eta_l))
+
+
+@lru_cache(maxsize=None)
+def formula_4_6(variant: str = "corrected", L_power: int = 3) -> Formula:
+    """Thm 4.6 right-hand side (lines 224–226; proof lines 831–833); see :func:`theorem_4_6`."""
+    check_variant(variant, _VARIANTS_4_6)
+    s, r = sym, sp.Rational
+    phi = 32 * s.T * (s.eta_bar + s.L * s.eta_hat2 + s.L ** 2 * s.W1 ** 2 * s.eta_bar) / (17 * s.W2)
+    ratio = (s.n - s.m) / (s.m * (s.n - 1))
+    lead = s.m if variant == "printed" else s.eta_l
+    terms = {"initial": r(64, 17) * s.delta_f / (s.S * s.W2 * lead * s.K)}
+    terms |= _sigma_l_terms({
+        "sigma_l_sampling": s.eta_l / s.m * phi,
+        "sigma_l_sampling_drift": 15 * ratio * s.K ** 2 * s.L ** L_power * s.eta_l ** 3 * phi,
+        "sigma_l_drift": r(160, 17) * s.eta_l ** 2 * s.L ** 2 * s.K,
+    })
+    terms |= {name: term * s.sigma_g2 for name, term in {
+        "sigma_g_sampling_drift": 90 * ratio * s.K ** 3 * s.L ** L_power * s.eta_l ** 3 * phi,
+        "sigma_g_sampling": 3 * s.eta_l * ratio * s.K * phi,
+        "sigma_g_drift": r(960, 17) * s.eta_l ** 2 * s.L ** 2 * s.K ** 2,
+    }.items()}
+    if variant == "strict":
+        terms = {name: 2 * term for name, term in terms.items()}
+    return Formula(terms, (s.delta_f, s.L, s.sigma_l2, s.sigma_g2, s.n, s.m, s.K, s.T, s.S, s.W1, s.W2,
+                           s.eta_bar, s.eta_hat2, s.eta_l))
+
+
+def _autonomous_terms(c_drift, c_delay, c_g, *, server_term: bool) -> dict[str, sp.Expr]:
+    """Thm 5.1 / G.1 share their shape; they differ in constants (lines 297, 1094)."""
+    s = sym
+    per_arrival = s.eta_l * s.T * s.phi3 / (s.m * s.W2)
+    terms = {"initial": 4 * s.delta_f / (s.S * s.W2 * s.eta_l)}
+    sigma_l = {
+        "sigma_l_drift": c_drift * s.eta_l ** 2 * s.L ** 2 * s.T * s.eta_bar * s.phi1 / s.W2,
+        "sigma_l_delay": c_delay * s.L ** 2 * s.tau ** 2 * s.eta_hat3 * s.eta_l * per_arrival,
+        "sigma_l_momentum": 2 * s.L ** 2 * s.W1 ** 2 * s.eta_bar * per_arrival,
+        "sigma_l_aggregate": 2 * s.eta_bar * per_arrival,
+    }
+    if server_term:
+        sigma_l["sigma_l_server"] = 2 * s.L * s.eta_hat2 * per_arrival
+    terms |= _sigma_l_terms(sigma_l)
+    terms["sigma_g_drift"] = c_g * s.eta_l ** 2 * s.L ** 2 * s.T * s.eta_bar * s.phi2 / s.W2 * s.sigma_g2
+    return terms
+
+
+_AUTONOMOUS_SYMBOLS = (sym.delta_f, sym.L, sym.sigma_l2, sym.sigma_g2, sym.m, sym.T, sym.S, sym.W1, sym.W2,
+                       sym.eta_bar, sym.eta_hat2, sym.eta_hat3, sym.eta_l, sym.tau, sym.phi1, sym.phi2, sym.phi3)
+
+
+@lru_cache(maxsize=None)
+def formula_5_1(variant: str = "corrected") -> Formula:
+    """Thm 5.1 right-hand side (line 297; proof line 1072); see :func:`theorem_5_1`."""
+    check_variant(variant, _VARIANTS_5_1)
+    return Formula(_autonomous_terms(20, 4, 120, server_term=variant == "corrected"), _AUTONOMOUS_SYMBOLS)
+
+
+@lru_cache(maxsize=None)
+def formula_g1() -> Formula:
+    """Cor 5.4 / G.1 right-hand side (lines 1092–1096, proof line 1293)."""
+    terms = _autonomous_terms(30, 6, 180, server_term=True)
+    terms["sigma_g_arrival"] = 6 * sym.sigma_g2
+    return Formula(terms, _AUTONOMOUS_SYMBOLS)
+
+
+# ---------------------------------------------------------------------- shared plumbing
+
+
+def _sigma_g2(constants: Constants) -> float:
+    """σ_g² (A3, line 184): Constants.zeta2, or extra['sigma_g2']."""
+    extra = constants.extra.get("sigma_g2")
+    if extra is not None:
+        nonnegative(extra, "extra['sigma_g2']")
+    if constants.zeta2 is None and extra is None:
+        raise ValueError("this theorem needs σ_g²: Constants.zeta2 (or Constants(extra={'sigma_g2': ...}))")
+    if constants.zeta2 is not None and extra is not None and not math.isclose(constants.zeta2, extra):
+        raise ValueError(f"zeta2={constants.zeta2} and extra['sigma_g2']={extra} disagree; give σ_g² once")
+    return float(constants.zeta2 if constants.zeta2 is not None else extra)
+
+
+def _values(constants: Constants, schedule: StageSchedule) -> tuple[dict, ScheduleQuantities]:
+    """Numbers for every symbol the schedule and constants fix; validates both."""
+    if not isinstance(constants, Constants):
+        raise ValueError(f"constants must be a bounds.core.Constants, got {type(constants).__name__}")
+    q = schedule_quantities(schedule)
+    if constants.rounds != q.T:
+        raise ValueError(f"Constants.rounds (T={constants.rounds}) must equal the schedule's Σ T_s = {q.T}")
+    s = sym
+    values = {s.delta_f: constants.delta_f, s.L: constants.L, s.sigma_l2: constants.sigma2,
+              s.sigma_g2: _sigma_g2(constants), s.n: constants.n_clients, s.K: constants.local_steps,
+              s.T: q.T, s.S: q.S, s.W1: q.W1, s.W2: q.W2, s.eta_bar: q.eta_bar, s.eta_hat2: q.eta_hat2,
+              s.eta_hat3: q.eta_hat3, s.C_eta: q.C_eta, s.eta_l: schedule.eta_l}
+    return values, q
+
+
+def _n_sampled(n_sampled, n: int) -> int:
+    m = count(n_sampled, "n_sampled (m)")
+    if m > n:
+        raise ValueError(f"n_sampled (m={m}) must be ≤ n_clients (n={n})")
+    return m
+
+
+def _c_beta_condition(q: ScheduleQuantities, line: str) -> Condition:
+    """C_β ≤ C_η: used by the proofs (line 666) but never assumed (reference §8 item 13)."""
+    name = "C_beta <= C_eta (proof only)"
+    if q.W1 == 0:
+        return Condition(name, True, q.C_beta, q.C_eta, "vacuous: W_1 = 0, the momentum buffer drops out")
+    return at_most(name, q.C_beta, q.C_eta, f"{SEED} line {line}; not implied by (3) unless β_1ν_1 ≤ β_Sν_S")
+
+
+# --------------------------------------------------------------------------- theorems
+
+
+SOURCE_4_1 = Source(PAPER, "Thm 4.1", SEED, "202–208", "full participation; proof lines 497–674")
+
+
+def theorem_4_1(constants: Constants, schedule: StageSchedule) -> Bound:
+    """Multistage FedGM, full participation (Server momentum Thm 4.1, 002_5bd9fb077877187f.txt lines 202–208).
+
+    Ḡ ≤ (64/17)(f(x_0)−f*)/(S W_2 η_l K) + Ψ_l σ_l² + Ψ_g σ_g², with
+    Ψ_l = (32/17)L²W_1²Tη̄η_l/(nW_2) + (32/17)Lη̄η_l/n + (32/17)η_l/n + (160/17)η_l²L²K and
+    Ψ_g = (960/17)η_l²L²K² (line 208; the proof's last line 672 agrees, so there is one
+    variant). Conditions: η_l ≤ 1/(8KL) and η_l ≤ 1/(K S C_η (Lη̄ + 1 + L²W_1²C_η))
+    (line 204), plus C_β ≤ C_η, which the proof uses at line 666 but the statement omits.
+    """
+    values, q = _values(constants, schedule)
+    L, K, eta_l = constants.L, constants.local_steps, schedule.eta_l
+    conditions = (
+        at_most("eta_l <= 1/(8KL)", eta_l, 1 / (8 * K * L), f"{SEED} line 204; client-drift lemma, line 571"),
+        at_most("eta_l <= 1/(K S C_eta (L eta_bar + 1 + L^2 W1^2 C_eta))", eta_l,
+                1 / (K * q.S * q.C_eta * (L * q.eta_bar + 1 + L ** 2 * q.W1 ** 2 * q.C_eta)), f"{SEED} lines 204, 662"),
+        _c_beta_condition(q, "666"),
+    )
+    return make_bound(formula_4_1(), values, SOURCE_4_1, conditions=conditions)
+
+
+_VARIANTS_4_6 = ("corrected", "printed", "strict")
+SOURCES_4_6 = {
+    "corrected": Source(PAPER, "Thm 4.6", SEED, "222–226", "leading term with η_l as proved at lines 831–833"),
+    "printed": Source(PAPER, "Thm 4.6", SEED, "222–226", "as printed: leading term over S W_2 m K (line 224)"),
+    "strict": Source(PAPER, "Thm 4.6", SEED, "222–226",
+                     "corrected, doubled: the ½Ḡ absorbed at line 827 is dropped at line 831"),
+}
+
+
+def _sampling_conditions(q: ScheduleQuantities, L: float, K: int, eta_l: float, n: int, m: int,
+                         printed: bool) -> tuple[Condition, ...]:
+    """The two sampling caps of Thm 4.6 (lines 222, 801, 815)."""
+    w1_term = L ** 2 * q.W1 ** 2 * (1 if printed else q.C_eta)
+    lhs = eta_l * q.C_eta * (1 + L * q.eta_bar + w1_term) * q.S * K
+    form = "L^2 W1^2" if printed else "L^2 W1^2 C_eta"
+    pair_cap = math.inf if m == 1 else m * (n - 1) / (n * (m - 1))
+    return (
+        at_most(f"eta_l C_eta (1 + L eta_bar + {form}) S K <= m(n-1)/(n(m-1))", lhs, pair_cap,
+                f"{SEED} lines 222, 801"),
+        at_most(f"eta_l C_eta (1 + L eta_bar + {form}) S K <= 17m/282", lhs, 17 * m / 282, f"{SEED} lines 222, 815"),
+    )
+
+
+def theorem_4_6(constants: Constants, schedule: StageSchedule, n_sampled: int, *, variant: str = "corrected",
+                L_power: int = 3) -> Bound:
+    """Multistage FedGM, partial participation (Server momentum Thm 4.6, 002_5bd9fb077877187f.txt lines 222–226).
+
+    m = ``n_sampled`` clients per round drawn uniformly without replacement (footnote 4,
+    line 240). With Φ = 32T(η̄ + Lη̂² + L²W_1²η̄)/(17W_2) and r = (n−m)/(m(n−1)):
+    Ḡ ≤ (64/17)(f(x_0)−f*)/(S W_2 η_l K) + Ψ_l σ_l² + Ψ_g σ_g²,
+    Ψ_l = (η_l/m)Φ + 15 r K²L³η_l³Φ + (160/17)η_l²L²K,
+    Ψ_g = 90 r K³L³η_l³Φ + 3η_l r K Φ + (960/17)η_l²L²K².
+
+    Variants (default ``"corrected"``):
+
+    - ``"corrected"``: the leading term's denominator is S W_2 η_l K as proved (line 831)
+      and as Cor 4.7's rate needs; the statement prints S W_2 m K (line 224), a typo
+      (reference §8 item 1). Φ's "W_l²" (line 226) is read W_1² (line 797).
+    - ``"printed"``: the statement exactly, leading term over S W_2 m K.
+    - ``"strict"``: ``"corrected"`` doubled when m < n. The proof bounds the (n−m) gradient
+      term by ½Ḡ (line 827) and then states Ḡ ≤ … with unchanged constants (line 831);
+      moving ½Ḡ to the left side doubles the right side. (Not in the reference.)
+
+    ``L_power``: 3 as printed and proved (lines 226, 777, 833) in the two (n−m)·η_l³ terms,
+    or 2 as the derivation produces (reference §5.2); they coincide when L = 1.
+
+    Conditions: η_l ≤ 1/(8KL); η_l·C_η(1 + Lη̄ + L²W_1²·c)SK ≤ m(n−1)/(n(m−1)) (line 801) and
+    ≤ 17m/282 (line 815), reported separately; c = 1 as printed (line 222), c = C_η in the
+    corrected variants, since the proof's momentum coefficient drops the C_β that the
+    Σ‖d_t‖² bound carries (line 781 vs line 807) and C_β ≤ C_η then gives Thm 4.1's form;
+    plus C_β ≤ C_η (used, never assumed).
+    """
+    check_variant(variant, _VARIANTS_4_6)
+    if L_power not in (2, 3):
+        raise ValueError(f"L_power must be 2 or 3, got {L_power!r}")
+    values, q = _values(constants, schedule)
+    n, L, K, eta_l = constants.n_clients, constants.L, constants.local_steps, schedule.eta_l
+    if n < 2:
+        raise ValueError(f"theorem_4_6 needs n_clients ≥ 2 (its (n−m)/(n−1) factors), got n={n}; use theorem_4_1")
+    m = _n_sampled(n_sampled, n)
+    values[sym.m] = m
+    formula = formula_4_6("corrected" if variant == "strict" and m == n else variant, L_power)
+    conditions = (
+        at_most("eta_l <= 1/(8KL)", eta_l, 1 / (8 * K * L), f"{SEED} line 222"),
+        *_sampling_conditions(q, L, K, eta_l, n, m, printed=variant == "printed"),
+        _c_beta_condition(q, "781"),
+    )
+    return make_bound(formula, values, SOURCES_4_6[variant], conditions=conditions, variant=variant)
+
+
+_VARIANTS_5_1 = ("corrected", "printed")
+SOURCES_5_1 = {
+    "corrected": Source(PAPER, "Thm 5.1", SEED, "256, 297, 305–307",
+                        "with the σ_l² term 2Lη̂²η_lTφ_3/(mW_2) of the proof (line 1072)"),
+    "printed": Source(PAPER, "Thm 5.1", SEED, "256, 297, 305–307", "as printed at line 297"),
+}
+
+
+def _autonomous_inputs(constants, schedule, n_sampled, tau, local_steps):
+    values, q = _values(constants, schedule)
+    m = _n_sampled(n_sampled, constants.n_clients)
+    tau = count(tau, "tau (maximum delay)", minimum=0)
+    stats = _local_stats(local_steps, constants, q.T, m)
+    values |= {sym.m: m, sym.tau: tau, sym.phi1: stats.phi1, sym.phi2: stats.phi2, sym.phi3: stats.phi3}
+    return values, q, m, tau, stats
+
+
+def _delay_condition(q, L, k_max, eta_l, tau, constant, corrected, line, step_line) -> Condition:
+    """η_l ≤ sqrt(1/(c L² C_η τ K_max²)); the corrected form counts τ + 1 stale rounds."""
+    reuse = tau + 1 if corrected else tau
+    rhs = math.inf if reuse == 0 else math.sqrt(1 / (constant * L ** 2 * q.C_eta * reuse * k_max ** 2))
+    label = "tau + 1" if corrected else "tau"
+    detail = f"{SEED} line {line}" + (f"; τ + 1: each x_u is reused for t = u..u+τ (line {step_line} step (ii))"
+                                      if corrected else "")
+    return at_most(f"eta_l <= sqrt(1/({constant} L^2 C_eta ({label}) K_max^2))", eta_l, rhs, detail)
+
+
+def theorem_5_1(constants: Constants, schedule: StageSchedule, n_sampled: int, tau: int, local_steps=None, *,
+                variant: str = "corrected") -> Bound:
+    """Autonomous multistage FedGM, uniform arrival (Server momentum Thm 5.1, 002_5bd9fb077877187f.txt lines 256, 297).
+
+    Algorithm 4: m = ``n_sampled`` arrivals per server step, delays τ_{t,i} ≤ ``tau``,
+    client i runs K_{t,i} local steps and sends its update divided by K_{t,i}.
+    ``local_steps``: a :class:`LocalStepStats`, a (T, m) array of the arrived clients'
+    K_{t,i}, or ``None`` for K_{t,i} = Constants.local_steps. Then
+    Ḡ ≤ 4(f(x_0)−f*)/(S W_2 η_l) + Φ_l σ_l² + Φ_g σ_g² with
+    Φ_l = 20η_l²L²Tη̄φ_1/W_2 + 4L²τ²η̂³η_l²Tφ_3/(mW_2) + 2L²W_1²η̄η_lTφ_3/(mW_2)
+          + 2η̄η_lTφ_3/(mW_2) [+ 2Lη̂²η_lTφ_3/(mW_2)],  Φ_g = 120η_l²L²Tη̄φ_2/W_2.
+
+    Variants (default ``"corrected"``):
+
+    - ``"corrected"`` includes the bracketed server-step (A_3) term. The proof's final
+      bound has it (line 1072), printed without the factor T; it comes from
+      (Lη̂²/(W_2η_l)) Σ_t E‖Δ_t‖² (line 1021) with Σ_t E‖Δ_t‖² ≤ (η_l²/m) T φ_3 σ_l² + …,
+      so T belongs there, as Cor G.1 prints it (line 1096). Reference §8 item 4.
+    - ``"printed"``: the statement (line 297), without that term.
+
+    Conditions: η_l ≤ 1/(8K_max L) and η_l ≤ sqrt(1/(120L²C_η τ K_max²)) (line 256), with
+    K_max the largest logged K_{t,i}; in the corrected variant τ is replaced by τ + 1,
+    because the proof's step (ii) at line 1015 bounds Σ_t ‖∇f(x_{t−τ_{t,i}})‖² by
+    τ Σ_t ‖∇f(x_t)‖² while each x_u can be reused for t = u..u+τ, i.e. τ + 1 times (with
+    τ = 0 the printed condition is vacuous; not in the reference). Proof-only (reference
+    §8 item 5): 2L²τ²η̂²C_η²Sη_l² + (L²W_1²C_η² + Lη̄C_η + C_η)Sη_l ≤ m/n (line 1063), and
+    C_β ≤ C_η.
+    """
+    check_variant(variant, _VARIANTS_5_1)
+    values, q, m, tau, stats = _autonomous_inputs(constants, schedule, n_sampled, tau, local_steps)
+    L, eta_l, n = constants.L, schedule.eta_l, constants.n_clients
+    proof = (2 * L ** 2 * tau ** 2 * q.eta_hat2 * q.C_eta ** 2 * q.S * eta_l ** 2
+             + (L ** 2 * q.W1 ** 2 * q.C_eta ** 2 + L * q.eta_bar * q.C_eta + q.C_eta) * q.S * eta_l)
+    conditions = (
+        at_most("eta_l <= 1/(8 K_max L)", eta_l, 1 / (8 * stats.k_max * L), f"{SEED} line 256"),
+        _delay_condition(q, L, stats.k_max, eta_l, tau, 120, variant == "corrected", "256", "1015"),
+        at_most("2L^2 tau^2 eta_hat2 C_eta^2 S eta_l^2 + (L^2 W1^2 C_eta^2 + L eta_bar C_eta + C_eta) S eta_l <= m/n "
+                "(proof only)", proof, m / n, f"{SEED} lines 1063, 1069"),
+        _c_beta_condition(q, "1042"),
+    )
+    return make_bound(formula_5_1(variant), values, SOURCES_5_1[variant], conditions=conditions, variant=variant)
+
+
+_VARIANTS_G1 = ("corrected", "printed")
+SOURCES_G1 = {
+    "corrected": Source(PAPER, "Cor 5.4 / G.1", SEED, "1090–1096", "general arrival; delay condition with τ + 1"),
+    "printed": Source(PAPER, "Cor 5.4 / G.1", SEED, "1090–1096", "general arrival; conditions as printed"),
+}
+
+
+def corollary_g1(constants: Constants, schedule: StageSchedule, n_sampled: int, tau: int, local_steps=None, *,
+                 variant: str = "corrected") -> Bound:
+    """Autonomous FedGM, arbitrary arrival (Server momentum Cor 5.4 / G.1, 002_5bd9fb077877187f.txt lines 1090–1096).
+
+    Inputs as :func:`theorem_5_1`; any rule for who arrives. Ḡ ≤ 4(f(z_0)−f*)/(S W_2 η_l)
+    + Φ_l σ_l² + Φ_g σ_g² ("n_l" at line 1092 is η_l), with
+    Φ_l = 30η_l²L²φ_1Tη̄/W_2 + 6L²τ²η̂³η_l²Tφ_3/(mW_2) + 2L²W_1²η̄η_lTφ_3/(mW_2)
+          + 2η̄η_lTφ_3/(mW_2) + 2Lη̂²η_lTφ_3/(mW_2),  Φ_g = 6 + 180η_l²L²Tη̄φ_2/W_2.
+    The non-vanishing 6σ_g² is the price of arbitrary arrival (line 301). The formula is
+    the same in both variants (statement line 1094 and proof line 1293 agree). Conditions:
+    η_l ≤ 1/(8K_max L) and η_l ≤ sqrt(1/(180L²C_η τ K_max²)) (line 1090; τ + 1 in the
+    corrected variant, as in :func:`theorem_5_1`); proof-only (line 1289, its undefined
+    η̂_0² read as η̂², which the derivation at line 1285 gives via η̂³C_β/η_S ≤ η̂²C_η²):
+    3L²Sτ²η̂²C_η²η_l² + C_ηS(L²W_1²C_η + 1 + Lη̄)η_l ≤ 1; and C_β ≤ C_η.
+    """
+    check_variant(variant, _VARIANTS_G1)
+    values, q, m, tau, stats = _autonomous_inputs(constants, schedule, n_sampled, tau, local_steps)
+    L, eta_l = constants.L, schedule.eta_l
+    proof = (3 * L ** 2 * q.S * tau ** 2 * q.eta_hat2 * q.C_eta ** 2 * eta_l ** 2
+             + q.C_eta * q.S * (L ** 2 * q.W1 ** 2 * q.C_eta + 1 + L * q.eta_bar) * eta_l)
+    conditions = (
+        at_most("eta_l <= 1/(8 K_max L)", eta_l, 1 / (8 * stats.k_max * L), f"{SEED} line 1090"),
+        _delay_condition(q, L, stats.k_max, eta_l, tau, 180, variant == "corrected", "1090", "1255"),
+        at_most("3L^2 S tau^2 eta_hat2 C_eta^2 eta_l^2 + C_eta S (L^2 W1^2 C_eta + 1 + L eta_bar) eta_l <= 1 "
+                "(proof only)", proof, 1.0, f"{SEED} line 1289"),
+        _c_beta_condition(q, "1285"),
+    )
+    return make_bound(formula_g1(), values, SOURCES_G1[variant], conditions=conditions, variant=variant)
