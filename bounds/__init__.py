@@ -5,6 +5,7 @@ terms, prescribed step sizes, conditions at the user's numbers, source, sympy
 expression and LaTeX). Modules: :mod:`bounds.fedsum`, :mod:`bounds.cafed`,
 :mod:`bounds.momentum`, :mod:`bounds.logit`.
 """
+from . import cafed, fedsum, logit, momentum
 from .core import Bound, Condition, Constants, Formula, Source
 
-__all__ = ["Bound", "Condition", "Constants", "Formula", "Source"]
+__all__ = ["Bound", "Condition", "Constants", "Formula", "Source", "cafed", "fedsum", "logit", "momentum"]

@@ -72,3 +72,11 @@ def test_constants_require_names_the_missing_one():
 def test_lambdified_terms_accept_numpy_scalars():
     formula = Formula({"a": L / T}, (L, T))
     assert make_bound(formula, {L: np.float32(2.0), T: np.int64(4)}, SOURCE).value == pytest.approx(0.5)
+
+
+def test_bounds_never_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, bounds, bounds.cafed, bounds.fedsum, bounds.logit, bounds.momentum; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

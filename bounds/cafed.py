@@ -1,0 +1,924 @@
+"""CA-Fed bounds: Theorems 1–3, Markov mixing quantities and aggregation-weight optimisation.
+
+CA-Fed (Rodio, Faticanti, Marfoq, Neglia, Leonardi, "Federated Learning Under
+Heterogeneous and Correlated Client Availability", IEEE/ACM ToN 2023; seed
+001_2f28135276b05638.txt). Notation follows the paper, not the rest of the toolkit:
+
+* ``alpha`` — target importance α (on the simplex; F = Σ α_k F_k, line 55);
+* ``q`` — aggregation weights q ≥ 0 with Q = ‖q‖₁ (line 65, 155);
+* ``pi`` — asymptotic availabilities π_k ∈ (0, 1] (line 76);
+* p = π ⊙̃ q, p_k = π_k q_k / Σ_h π_h q_h — the biased importance (eq. (4), line 73; ⊙̃ at line 247).
+
+Public functions:
+
+* ``theorem_1`` — total error (10) with the χ² bias bound (11);
+* ``theorem_2`` — optimisation error (13) under Markov availability (``variant=``);
+* ``theorem_3`` — total-variation bias bound (15);
+* ``mixing_quantities`` — (ln C_P, T_P, 𝒥_T) of a chain, from ``participation.markov``;
+* ``weight_problem`` / ``WeightProblem`` — Problem (212) built from Theorem 2's constants;
+* ``optimal_weights`` — closed-form KKT solution of (212) (Appendix E);
+* ``solve_weights`` — multi-start scipy solver of the combined problem (14);
+* ``greedy_weights`` / ``proxy_objective`` — CA-Fed's exclusion heuristic (Algorithm 1, (20)).
+
+Every theorem is one sympy ``Formula``; the sums over rounds (S_T, Σ η_t², Φ, ...) enter it
+as symbols whose values are computed numerically and documented where they are made.
+Nothing here imports torch.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy as sp
+from scipy import optimize, special
+
+from participation import markov
+
+from .core import (Bound, Condition, Constants, Formula, Source, at_most, check_variant, count, make_bound,
+                   nonnegative, positive)
+
+__all__ = [
+    "theorem_1", "theorem_2", "theorem_3", "mixing_quantities", "Mixing", "biased_importance", "chi2", "tv",
+    "WeightProblem", "weight_problem", "optimal_weights", "KKTSolution", "solve_weights", "WeightSolution",
+    "greedy_weights", "proxy_objective", "THEOREM_2_VARIANTS",
+]
+
+PAPER = "CA-Fed"
+SEED = "001_2f28135276b05638.txt"
+#: Target weights must sum to 1 within this tolerance.
+SIMPLEX_TOL = 1e-9
+#: Theorem 2 variants: coefficient of L(1+EQ)Γ in ψ (reference cafed.md §7 item T2).
+THEOREM_2_VARIANTS = {"corrected": 8, "printed": 4}
+#: The explicit part of Φ's infinite sum stops at most here (a tail bound covers the rest).
+TAIL_START_MAX = 2**26
+
+
+# ------------------------------------------------------------------------------ validation
+def _vector(x, name: str, n: int | None = None) -> np.ndarray:
+    """A finite 1-D float array (one entry per client), or a ValueError naming it."""
+    try:
+        a = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a 1-D array of real numbers, got {x!r}") from None
+    if a.ndim != 1 or a.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array (one entry per client), got shape {a.shape}")
+    if n is not None and a.size != n:
+        raise ValueError(f"{name} has {a.size} entries, expected {n} (one per client)")
+    bad = ~np.isfinite(a)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name}[{i}] = {a[i]} is not finite")
+    return a
+
+
+def _first(bad: np.ndarray) -> int:
+    return int(np.flatnonzero(bad)[0])
+
+
+def _simplex(alpha, name: str = "alpha", n: int | None = None) -> np.ndarray:
+    a = _vector(alpha, name, n)
+    if (a < 0).any():
+        i = _first(a < 0)
+        raise ValueError(f"{name}[{i}] = {a[i]} is negative; {name} must lie on the probability simplex")
+    if abs(a.sum() - 1.0) > SIMPLEX_TOL:
+        raise ValueError(f"{name} sums to {float(a.sum())!r}, not 1; {name} must lie on the probability simplex")
+    return a
+
+
+def _availability(pi, n: int | None = None) -> np.ndarray:
+    a = _vector(pi, "pi", n)
+    bad = ~((a > 0) & (a <= 1))
+    if bad.any():
+        i = _first(bad)
+        raise ValueError(f"pi[{i}] = {a[i]} is outside (0, 1]; availabilities must lie in (0, 1]")
+    return a
+
+
+def _weights(q, n: int | None = None) -> np.ndarray:
+    a = _vector(q, "q", n)
+    if (a < 0).any():
+        i = _first(a < 0)
+        raise ValueError(f"q[{i}] = {a[i]} is negative; aggregation weights must be >= 0")
+    if a.sum() <= 0:
+        raise ValueError("q is all zeros; at least one aggregation weight must be > 0")
+    return a
+
+
+def _nonneg_vector(x, name: str, n: int) -> np.ndarray:
+    a = _vector(np.broadcast_to(np.asarray(x, dtype=float), (n,)) if np.ndim(x) == 0 else x, name, n)
+    if (a < 0).any():
+        i = _first(a < 0)
+        raise ValueError(f"{name}[{i}] = {a[i]} is negative; it must be >= 0")
+    return a
+
+
+def _lam(lam, pi: np.ndarray) -> np.ndarray:
+    """Signed second eigenvalues λ_k of two-state chains: (236) stochastic and −1 < λ < 1."""
+    lam = _vector(lam, "lam", pi.size)
+    lower = np.full(pi.size, -1.0)
+    inner = pi < 1
+    lower[inner] = markov.lambda_lower_bound(pi[inner])
+    bad = ~((lam > -1) & (lam < 1) & (lam >= np.maximum(lower, -1.0) - 1e-12))
+    if bad.any():
+        i = _first(bad)
+        raise ValueError(f"lam[{i}] = {lam[i]} is outside the admissible range [{max(lower[i], -1.0):.6g}, 1) "
+                         f"for pi = {pi[i]} (eq. (236) stochastic, -1 < lam < 1)")
+    return lam
+
+
+def _lookup(name: str, given, constants: Constants | None, check=positive):
+    """An explicit keyword wins, then ``constants.extra[name]``; None when neither is set."""
+    if given is None and constants is not None:
+        given = constants.extra.get(name)
+    return None if given is None else check(given, name)
+
+
+def _require(name: str, given, constants: Constants | None, check=positive) -> float:
+    value = _lookup(name, given, constants, check)
+    if value is None:
+        raise ValueError(f"this bound needs {name}: pass {name}=... or Constants(extra={{{name!r}: ...}})")
+    return value
+
+
+def _option(value: str, name: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return value
+
+
+def _source(item: str, line: str, note: str = "") -> Source:
+    return Source(PAPER, item, SEED, line, note)
+
+
+# ------------------------------------------------------------------------------ divergences
+def biased_importance(pi, q) -> np.ndarray:
+    """p = π ⊙̃ q, p_k = π_k q_k / Σ_h π_h q_h (eq. (4), line 73; ⊙̃ at line 247)."""
+    pi = _availability(pi)
+    q = _weights(q, pi.size)
+    return pi * q / (pi @ q)
+
+
+def chi2(alpha, p) -> float:
+    """χ²_{α‖p} = Σ_k (α_k − p_k)²/p_k (Theorem 1, line 144); ∞ if some p_k = 0 < α_k.
+
+    Terms with α_k = p_k = 0 count as 0.
+    """
+    alpha, p = np.asarray(alpha, float), np.asarray(p, float)
+    if np.any((p == 0) & (alpha > 0)):
+        return math.inf
+    keep = p > 0
+    return float(np.sum((alpha[keep] - p[keep]) ** 2 / p[keep]))
+
+
+def tv(alpha, p) -> float:
+    """d_TV(α, p) = ½ Σ_k |α_k − p_k| (Theorem 3, line 188)."""
+    return float(0.5 * np.abs(np.asarray(alpha, float) - np.asarray(p, float)).sum())
+
+
+# ------------------------------------------------------------------------------ Theorems 1 and 3
+_L, _mu, _div, _Gam, _eps = sp.symbols("L mu d Gamma epsilon_opt", nonnegative=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _bias_formula(factor: int, total: bool) -> Formula:
+    """factor·κ²·d·Γ (alone, or inside 2κ²(ε_opt + ·)) with κ = L/μ."""
+    kappa2 = (_L / _mu) ** 2
+    bias = factor * kappa2 * _div * _Gam
+    if not total:
+        return Formula({"bias": bias}, (_L, _mu, _div, _Gam))
+    return Formula({"optimisation": 2 * kappa2 * _eps, "bias": 2 * kappa2 * bias}, (_L, _mu, _div, _Gam, _eps))
+
+
+def _eps_opt(eps_opt) -> float:
+    if isinstance(eps_opt, Bound):
+        return eps_opt.value
+    return nonnegative(eps_opt, "eps_opt")
+
+
+def _bias_bound(alpha, q, pi, constants, mu, gamma, eps_opt, *, factor, divergence, gamma_name, item, line):
+    pi = _availability(pi)
+    alpha = _simplex(alpha, n=pi.size)
+    p = biased_importance(pi, _weights(q, pi.size))
+    mu = _require("mu", mu, constants)
+    gamma = _require(gamma_name, gamma, constants, nonnegative)
+    d = divergence(alpha, p)
+    if gamma == 0 and math.isinf(d):
+        d = 0.0  # Γ = 0: every F_k is minimised at w* = w_B*, so ε_bias = 0 (line 136)
+    total = eps_opt is not None
+    values = {_L: constants.L, _mu: mu, _div: d, _Gam: gamma}
+    if total:
+        values[_eps] = _eps_opt(eps_opt)
+    conditions = [at_most("μ ≤ L (Assumptions 3–4)", mu, constants.L)]
+    note = "total error (10)" if total else "bias error only"
+    return make_bound(_bias_formula(factor, total), values, _source(item, line, note), conditions=conditions)
+
+
+def theorem_1(alpha, q, pi, constants: Constants, *, mu=None, Gamma=None, eps_opt=None) -> Bound:
+    """CA-Fed Thm 1 (001_2f28135276b05638.txt lines 140–147; proof lines 421–482).
+
+    With κ = L/μ, p = π ⊙̃ q and χ²_{α‖p} = Σ_k (α_k − p_k)²/p_k::
+
+        ε_bias = F(w_B*) − F* ≤ κ² χ²_{α‖p} Γ                          (11)
+        ε = F(w) − F* ≤ 2κ² (ε_opt + ε_bias) ≤ 2κ² ε_opt + 2κ⁴ χ² Γ      (10)+(11)
+
+    Without ``eps_opt`` the Bound is (11) alone (term "bias"); with ``eps_opt`` (a number
+    F_B(w) − F_B*, or a Bound such as ``theorem_2``'s, whose value is used) it is the total
+    (terms "optimisation", "bias"). Γ = max_k F_k(w*) − F_k* (eq. (9), line 134), μ the
+    strong-convexity constant; both come from the keywords or ``constants.extra``
+    ("mu", "Gamma"). χ² is ∞ when a client with α_k > 0 is excluded (q_k = 0), except that
+    Γ = 0 gives a bias of 0 (identical local optima, line 136). No variant.
+    """
+    return _bias_bound(alpha, q, pi, constants, mu, Gamma, eps_opt, factor=1, divergence=chi2,
+                       gamma_name="Gamma", item="Thm 1", line="140–147")
+
+
+def theorem_3(alpha, q, pi, constants: Constants, *, mu=None, Gamma_prime=None, eps_opt=None) -> Bound:
+    """CA-Fed Thm 3 (001_2f28135276b05638.txt lines 183–188; proof lines 1221–1245).
+
+    With κ = L/μ, p = π ⊙̃ q, d_TV(α, p) = ½ Σ_k |α_k − p_k| and
+    Γ' = max_k F_k(w_B*) − F_k* (line 183)::
+
+        ε_bias ≤ 4κ² d_TV²(α, p) Γ'                                     (15)
+
+    The ``d`` symbol of the Bound is d_TV². With ``eps_opt`` the Bound is the total error
+    2κ²(ε_opt + 4κ² d_TV² Γ') from (10) (reference cafed.md §4.2). Stays finite when clients
+    are excluded. Γ' depends on q through w_B*; pass the value for this q. No variant.
+    """
+    return _bias_bound(alpha, q, pi, constants, mu, Gamma_prime, eps_opt, factor=4,
+                       divergence=lambda a, p: tv(a, p) ** 2, gamma_name="Gamma_prime", item="Thm 3",
+                       line="183–188")
+
+
+# ------------------------------------------------------------------------------ mixing
+@dataclass(frozen=True)
+class Mixing:
+    """Mixing quantities of the availability chain for Theorem 2.
+
+    Iterating yields ``(log_cp, tp, J_T)`` = (ln C_P, T_P, 𝒥_T). Also: ``lam_P`` = λ(P) =
+    (1 + λ̄₂(P))/2 (eq. (229), line 1483), ``log_M`` = ln M (number of joint states) and
+    ``chain`` (the ProductChain or validated matrix used).
+    """
+
+    log_cp: float
+    tp: int
+    J_T: int
+    lam_P: float
+    log_M: float
+    chain: object = field(repr=False, default=None)
+
+    def __iter__(self):
+        yield self.log_cp
+        yield self.tp
+        yield self.J_T
+
+    @property
+    def C_P(self) -> float:
+        """C_P itself (``inf`` when it overflows a float; use ``log_cp``)."""
+        return math.inf if self.log_cp > 709.78 else math.exp(self.log_cp)
+
+    def lag(self, t, H: float):
+        """𝒥_t of Definition 1 (eq. (132), line 965) at round(s) t."""
+        return markov.mixing_lag(t, H=H, lam_P=self.lam_P, T_P=self.tp, log_C_P=self.log_cp)
+
+
+def _chain(P=None, chains=None, keep=None):
+    """(chain object, is a product chain) from a matrix / stack / ProductChain or (pi, lam)."""
+    if (P is None) == (chains is None):
+        raise ValueError("give exactly one of P (a transition matrix or ProductChain) and chains=(pi, lam)")
+    if chains is not None:
+        try:
+            pi, lam = chains
+        except (TypeError, ValueError):
+            raise ValueError(f"chains must be a pair (pi, lam) of per-client arrays, got {chains!r}") from None
+        pi = _vector(pi, "pi")
+        bad = ~((pi > 0) & (pi < 1))
+        if bad.any():
+            i = _first(bad)
+            raise ValueError(f"pi[{i}] = {pi[i]} is outside (0, 1); a two-state chain needs 0 < pi < 1")
+        P = markov.product_chain(markov.two_state(pi, _lam(lam, pi)))
+    elif not isinstance(P, markov.ProductChain):
+        array = np.asarray(P, dtype=float)
+        P = markov.product_chain(array) if array.ndim == 3 else array
+    if keep is not None:
+        if not isinstance(P, markov.ProductChain):
+            raise ValueError("a reduced chain needs independent clients (a product chain; lines 200, 206)")
+        keep = np.asarray(keep, dtype=bool)
+        if keep.shape != (P.n_clients,) or not keep.any():
+            raise ValueError(f"keep must be a boolean mask over {P.n_clients} clients with at least one True")
+        factors = P.factors
+        P = markov.product_chain(factors[keep] if isinstance(factors, np.ndarray)
+                                 else [f for f, k in zip(factors, keep) if k])
+    return P
+
+
+def mixing_quantities(P=None, *, chains=None, H, T, keep=None) -> Mixing:
+    """(ln C_P, T_P, 𝒥_T) of the availability chain, via ``participation.markov``.
+
+    ``P`` is a transition matrix over the joint states, an (n, m, m) stack of independent
+    clients' matrices, or a ``ProductChain``; ``chains=(pi, lam)`` gives N independent
+    two-state clients (eq. (236), line 1544). ``keep`` (product chains only) reduces the
+    chain to the clients kept, P' = ⊗_{q_k > 0} P_k (line 200).
+
+    C_P, T_P: Lemma 16, eqs. (156)–(157) (lines 1058–1064), unit-norm (Kronecker-structured
+    for products) eigenvectors, T_P = 0 for diagonalisable chains. C_P is returned as its
+    logarithm: for N two-state clients C_P ~ √(2^N), ln C_P ≈ 128.7 at N = 100 (cafed.md
+    §2.3). 𝒥_T: Definition 1 (eq. (132), line 965) at t = T, in log space.
+    """
+    H = positive(H, "H")
+    T = count(T, "T")
+    chain = _chain(P, chains, keep)
+    if isinstance(chain, markov.ProductChain):
+        log_cp, tp, lam_P = chain.log_cp(), chain.tp(), chain.cafed_lambda()
+        log_M = float(sum(math.log(m) for m in chain.sizes))
+    else:
+        C_P, tp = markov.cp_tp(chain)
+        log_cp = math.log(C_P) if C_P > 0 else -math.inf
+        lam_P, log_M = markov.cafed_lambda(chain), math.log(chain.shape[0])
+    J_T = markov.mixing_lag(T, H=H, lam_P=lam_P, T_P=tp, log_C_P=log_cp)
+    return Mixing(float(log_cp), int(tp), int(J_T), float(lam_P), log_M, chain)
+
+
+def _chain_pi(chain) -> np.ndarray | None:
+    """Client availabilities of a two-state product chain, else None."""
+    if isinstance(chain, markov.ProductChain) and set(chain.sizes) == {2}:
+        return np.asarray(chain.marginals)[:, 1]
+    return None
+
+
+# ------------------------------------------------------------------------------ step-size sums
+@dataclass(frozen=True)
+class _Steps:
+    eta1: float
+    S_T: float        # Σ_{t≤T} η_t
+    S2: float         # Σ η_t² (to ∞ or T)
+    Z2: float         # Σ 1/t² (π²/6 or to T)
+    pre: float        # Σ_{t<T_P} η_t
+    Phi: float        # Σ max(ln(2C_P H t), 0) η²_{t−𝒥_t}
+    Jsum: float       # Σ 𝒥_t η²_{t−𝒥_t}
+    monotone: bool
+
+
+class _Schedule:
+    """η_t = η_1 t^(−a) (``eta`` a number) or an explicit η_1..η_T (``eta`` an array); η_0 given."""
+
+    def __init__(self, eta, decay, eta0, T):
+        if np.ndim(eta) == 0:
+            self.eta1 = positive(eta, "eta")
+            self.decay = nonnegative(decay, "decay")
+            if self.decay > 1:
+                raise ValueError(f"decay must lie in [0, 1] (eta_t = eta * t**-decay), got {self.decay}")
+            self.array = None
+        else:
+            self.array = _vector(eta, "eta", T)
+            if (self.array <= 0).any():
+                i = _first(self.array <= 0)
+                raise ValueError(f"eta[{i}] = {self.array[i]} must be > 0")
+            self.eta1, self.decay = float(self.array[0]), None
+        self.eta0 = self.eta1 if eta0 is None else positive(eta0, "eta0")
+        if self.eta0 < self.eta1:
+            raise ValueError(f"eta0 = {self.eta0} must be >= eta_1 = {self.eta1} (non-increasing steps, T5)")
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        """η_t for integer t ≥ 0 (η_0 = eta0)."""
+        t = np.asarray(t, dtype=np.int64)
+        if self.array is None:
+            out = self.eta1 * np.power(np.maximum(t, 1).astype(float), -self.decay)
+        else:
+            out = self.array[np.maximum(t, 1) - 1]
+        return np.where(t == 0, self.eta0, out)
+
+    def partial_sum(self, n: int) -> float:
+        return float(self(np.arange(1, n + 1)).sum()) if n > 0 else 0.0
+
+
+def _lag_terms(t, mix: Mixing, H: float, eta: _Schedule):
+    J = mix.lag(t, H)
+    shifted = eta(t - J) ** 2
+    log_term = np.maximum(math.log(2 * H) + mix.log_cp + np.log(t.astype(float)), 0.0)
+    return float((log_term * shifted).sum()), float((J * shifted).sum())
+
+
+def _infinite_lag_sums(mix: Mixing, H: float, eta: _Schedule) -> tuple[float, float]:
+    """Σ_{t≥1} of the Φ and 𝒥 summands: explicit to t0, then an upper bound on the tail.
+
+    For t > t0 with c = 2C_P H, ℓ = ln(1/λ(P)), s = 2a: 𝒥_t ≤ g(t) = ln(ct)/ℓ + 1 + T_P and
+    r = g(t0)/t0 < 1 (g(t)/t decreases once ct ≥ e), so t − 𝒥_t ≥ (1 − r)t and each tail
+    sum is at most η_1²(1 − r)^(−s) ∫_{t0}^∞ w(x) x^(−s) dx with w = ln(cx) or g, which is
+    closed form. The result is therefore an upper bound on the infinite sums.
+    """
+    ell, log_c, s = -math.log(mix.lam_P), math.log(2 * H) + mix.log_cp, 2 * eta.decay
+    t0 = 2**16
+    while True:
+        g = (log_c + math.log(t0)) / ell + 1 + mix.tp
+        r = g / t0
+        if (log_c + math.log(t0) >= max(1.0, 1 / s) and r <= 0.05) or t0 >= TAIL_START_MAX:
+            break
+        t0 *= 2
+    if not (r < 1 and log_c + math.log(t0) >= max(1.0, 1 / s)):
+        raise ValueError(f"the chain mixes too slowly (lambda(P) = {mix.lam_P}) to bound the infinite sums; "
+                         "use horizon='finite'")
+    phi = jsum = 0.0
+    for start in range(1, t0 + 1, 2**20):
+        t = np.arange(start, min(start + 2**20, t0 + 1), dtype=np.int64)
+        a, b = _lag_terms(t, mix, H, eta)
+        phi, jsum = phi + a, jsum + b
+    base = eta.eta1**2 * (1 - r) ** (-s) * t0 ** (1 - s)
+    int_log = (log_c + math.log(t0)) / (s - 1) + 1 / (s - 1) ** 2
+    int_one = 1 / (s - 1)
+    return phi + base * int_log, jsum + base * (int_log / ell + (1 + mix.tp) * int_one)
+
+
+def _step_sums(eta: _Schedule, T: int, mix: Mixing, H: float, horizon: str) -> _Steps:
+    t = np.arange(1, T + 1, dtype=np.int64)
+    steps = eta(t)
+    S_T, pre = float(steps.sum()), eta.partial_sum(mix.tp - 1)
+    monotone = bool(np.all(np.diff(steps) <= 0)) and eta.eta0 >= eta.eta1
+    if horizon == "finite":
+        phi, jsum = _lag_terms(t, mix, H, eta)
+        return _Steps(eta.eta1, S_T, float((steps**2).sum()), float((1.0 / t.astype(float) ** 2).sum()), pre,
+                      phi, jsum, monotone)
+    if eta.array is not None:
+        raise ValueError("an explicit step-size array only covers t <= T; use horizon='finite' or eta=<eta_1>")
+    if not 0.5 < eta.decay <= 1:
+        raise ValueError(f"decay = {eta.decay} makes sum(eta_t**2) diverge; horizon='infinite' needs 1/2 < decay <= 1")
+    phi, jsum = _infinite_lag_sums(mix, H, eta)
+    S2 = eta.eta1**2 * float(special.zeta(2 * eta.decay))
+    return _Steps(eta.eta1, S_T, S2, math.pi**2 / 6, pre, phi, jsum, monotone)
+
+
+# ------------------------------------------------------------------------------ Theorem 2
+(_E, _Q, _Pi, _V, _S2, _Z2, _ST, _diam, _lnM, _Phi, _ell, _Jsum, _pre, _G, _D, _H) = sp.symbols(
+    "E Q Pi V S_2 Z_2 S_T diam ln_M Phi ell J_sum eta_pre G D H", nonnegative=True)
+_THM2_SYMBOLS = (_E, _L, _Gam, _G, _D, _H, _Q, _Pi, _V, _S2, _Z2, _ST, _diam, _lnM, _Phi, _ell, _Jsum, _pre)
+
+
+@functools.lru_cache(maxsize=None)
+def _theorem_2_formula(gamma_coef: int, correlation: str, log_space: bool) -> Formula:
+    """The right-hand side of (13) as named terms (see ``theorem_2``)."""
+    if correlation == "log":
+        corr = 2 * _E * _D * _G * _Q * _Phi / (_ell * _ST)
+    else:
+        corr = 2 * _E * _D * _G * _Q * _Jsum / _ST
+    terms = {
+        "variance": (_E + 1) * _S2 * _V / (_Pi * _ST),                       # ½qᵀΣq / πᵀq
+        "initial distance": 2 * _diam**2 / (_E * _Pi * _ST),                  # υ, first part
+        "state space": sp.exp(_lnM) * _Q * (_S2 + _Z2) / (4 * _Pi * _ST),     # υ, MQ/4 part
+        "heterogeneity": gamma_coef * _L * (1 + _E * _Q) * _Gam * _S2 / _ST,  # ψ
+        "client drift": 2 * _E**2 * _G**2 * _S2 / _ST,                       # ψ
+        "burn-in": _H * _pre / _ST,                                          # ψ
+        "correlation": corr,                                                 # φ / ln(1/λ(P))
+    }
+    return Formula(terms, _THM2_SYMBOLS, log_space=log_space)
+
+
+@dataclass(frozen=True)
+class _Thm2Inputs:
+    values: dict
+    conditions: list
+    mixing: Mixing
+    steps: _Steps
+    pi: np.ndarray
+    sigma2: np.ndarray
+    eta_max: float
+
+
+def _theorem_2_inputs(q, constants, *, eta, P, chains, pi, sigma2, Gamma, D, G, H, diam, T, decay, eta0,
+                      horizon, reduced, Q=None) -> _Thm2Inputs:
+    """Validate Theorem 2's inputs and compute every symbol's value except the q-dependent ones."""
+    _option(horizon, "horizon", ("infinite", "finite"))
+    T = constants.rounds if T is None else count(T, "T")
+    E = constants.local_steps
+    pi_given = None if pi is None else _availability(pi)
+    n = pi_given.size if pi_given is not None else None
+    if q is not None:
+        q = _weights(q, n)
+        n = q.size
+    keep = (q > 0) if (reduced and q is not None) else None
+    if reduced and q is None:
+        raise ValueError("reduced=True needs the weights q (the chain keeps the clients with q_k > 0)")
+    D_ = _lookup("D", D, constants)
+    diam_ = _lookup("diam", diam, constants, nonnegative)
+    if D_ is None and diam_ is not None:
+        D_ = constants.L * diam_  # [derived] D ≤ L·diam(W) when every w_k* ∈ W (42)
+    if D_ is None:
+        raise ValueError("this bound needs D: pass D=... (or diam=..., giving D = L*diam) "
+                         "or Constants(extra={'D': ...})")
+    if diam_ is None:
+        raise ValueError("this bound needs diam: pass diam=... or Constants(extra={'diam': ...})")
+    H_ = _lookup("H", H, constants)
+    if H_ is None:
+        H_ = D_ * diam_  # [derived] Lemma 12: |F_k(w) − F_k(w_B*)| ≤ D‖w − w_B*‖ ≤ D·diam(W)
+        if H_ <= 0:
+            raise ValueError("H = D*diam is 0; pass H=... > 0")
+    Gamma_ = _require("Gamma", Gamma, constants, nonnegative)
+    mix = mixing_quantities(P, chains=chains, H=H_, T=T, keep=keep)
+    chain_pi = _chain_pi(mix.chain if keep is None else _chain(P, chains))
+    if pi_given is None:
+        if chain_pi is None:
+            raise ValueError("pi is needed: the client availabilities cannot be read off a general matrix P")
+        pi_ = chain_pi
+    else:
+        pi_ = pi_given
+        if chain_pi is not None and (chain_pi.size != pi_.size or not np.allclose(chain_pi, pi_, atol=1e-9)):
+            raise ValueError("pi does not match the stationary availabilities of the given chains")
+    n = pi_.size
+    if q is not None and q.size != n:
+        raise ValueError(f"q has {q.size} entries, expected {n} (one per client)")
+    sig = _nonneg_vector(constants.sigma2 if sigma2 is None else sigma2, "sigma2", n)
+    G_ = _lookup("G", G, constants)
+    if G_ is None and constants.G2 is not None:
+        G_ = math.sqrt(constants.G2)
+    if G_ is None:
+        G_ = math.sqrt(D_**2 + sig.max())  # Lemma 1, eq. (43): G² = D² + max_k σ_k²
+    schedule = _Schedule(eta, decay, eta0, T)
+    steps = _step_sums(schedule, T, mix, H_, horizon)
+    Qv = float(q.sum()) if q is not None else positive(Q, "Q")
+    eta_max = 1.0 / (2 * constants.L * (1 + 2 * E * Qv))
+    conditions = [
+        at_most("(12) η_1 ≤ 1/(2L(1+2EQ))", schedule.eta1, eta_max),
+        at_most("T_P ≤ T", mix.tp, T),
+        Condition("(12) diminishing steps (non-increasing; a ∈ (1/2, 1] for η_1 t^-a)",
+                  steps.monotone and (schedule.decay is None or 0.5 < schedule.decay <= 1),
+                  float(schedule.decay) if schedule.decay is not None else 0.0, 1.0),
+    ]
+    values = {_E: E, _L: constants.L, _Gam: Gamma_, _G: G_, _D: D_, _H: H_, _Q: Qv, _S2: steps.S2, _Z2: steps.Z2,
+              _ST: steps.S_T, _diam: diam_, _lnM: mix.log_M, _Phi: steps.Phi, _ell: -math.log(mix.lam_P),
+              _Jsum: steps.Jsum, _pre: steps.pre}
+    return _Thm2Inputs(values, conditions, mix, steps, pi_, sig, eta_max)
+
+
+def theorem_2(q, constants: Constants, *, eta, P=None, chains=None, pi=None, sigma2=None, Gamma=None, D=None,
+              G=None, H=None, diam=None, T=None, decay=1.0, eta0=None, variant: str = "corrected",
+              correlation: str = "log", horizon: str = "infinite", reduced: bool = False,
+              log_space: bool = True) -> Bound:
+    """CA-Fed Thm 2 (001_2f28135276b05638.txt line 1161, constants lines 1165–1171; main text 155–167).
+
+    Optimisation error of FedAvg with weights q under Markov availability (A1–A3, A5,
+    convex F_k, step sizes (12), T ≥ T_P)::
+
+        E[F_B(w̄_T) − F_B*] ≤ (1/S_T) [ (½qᵀΣq + υ)/πᵀq + ψ + φ/ln(1/λ(P)) ]          (13)
+
+        ½qᵀΣq = (E+1) S₂ Σ_k π_k σ_k² q_k²                                        (176)
+        υ = (2/E) diam(W)² + (MQ/4)(S₂ + Σ 1/t²)                                 (177)
+        ψ = (c·L(1+EQ)Γ + 2E²G²) S₂ + H Σ_{t<T_P} η_t                           (178)
+        φ = 2EDGQ Σ_t ln(2C_P H t) η²_{t−𝒥_t}                                   (179)
+
+    with S_T = Σ_{t≤T} η_t, S₂ = Σ_t η_t², Q = ‖q‖₁, E = ``constants.local_steps``,
+    T = ``T`` or ``constants.rounds``. Terms: "variance", "initial distance", "state space"
+    (the M = 2^N term), "heterogeneity", "client drift", "burn-in", "correlation".
+
+    Decisions (reference cafed.md §4.3, §7):
+
+    * the division by S_T is always applied: the appendix (13) (line 1161), (207) and the
+      proof (186)–(187), line 1215, have it; the main-text copy (line 162) drops it (T1);
+    * ``variant="corrected"`` (default): c = 8. The recursion (122) (line 910) carries
+      4η_t²LE(1+EQ)ΓΠ; dividing by ½η_tE (as done for the (E+1) and 2E²G² terms) gives
+      8L(1+EQ)Γ, while (123)–(183) and the main text print 4 (T2; re-derived from the seed).
+      ``variant="printed"``: c = 4 as printed. The two differ only in "heterogeneity" (×2);
+    * ``correlation="log"`` (default): φ/ln(1/λ(P)) as in (13); ``"J"``: the quantity the
+      proof actually bounds at (141), 2EDGQ Σ_t 𝒥_t η²_{t−𝒥_t} (the form of (211)). Usually
+      smaller, but not always: (142) replaces 𝒥_t by ln(2C_P H t)/ln(1/λ(P)), which the
+      ceiling of (132) can exceed, so with small 2C_P H the J-form is larger (e.g. ×1.25 at
+      λ = 0.2, H = 0.01) and (211)'s "=" is not an identity. The log form is the paper's;
+    * ``horizon="infinite"`` (default, as printed): Σ_t to ∞ (S₂ = η_1² ζ(2a), Σ1/t² = π²/6,
+      not π/6 as line 1148 prints, T3; Φ and the 𝒥-sum summed to t0 ≥ 2^16 plus a closed-form
+      upper bound on the tail); ``"finite"``: all sums to T (valid: the proof only sums to T,
+      (123), (141), (173)), the only choice for constant or explicit step sizes;
+    * η_0 := η_1 (``eta0`` may set any η_0 ≥ η_1) since 𝒥_t = t needs η_0 (T5);
+    * ln(2C_P H t) < 0 terms of Φ are clamped to 0; 𝒥_t follows (132) literally
+      (``participation.markov.mixing_lag``);
+    * ``reduced=True`` uses P' = ⊗_{q_k>0} P_k (line 200; product chains only); default P.
+
+    Step sizes: ``eta`` = η_1 with η_t = η_1 t^(−decay) (decay ∈ (1/2, 1] for (12)), or an
+    array η_1..η_T (finite horizon). The chain: ``P`` (matrix / stack / ProductChain; give
+    ``pi``) or ``chains=(pi, lam)`` (two-state clients, π read from them). D, G, H, Γ,
+    diam(W) come from keywords or ``constants.extra``; D defaults to L·diam(W), G to
+    √(D² + max σ_k²) (43), H to D·diam(W) (Lemma 12) — derived choices, cafed.md §3.2.
+    σ_k² is ``sigma2`` (per client) or ``constants.sigma2``.
+
+    Log space (default ``log_space=True``): M = 2^N and C_P ~ √(2^N) overflow floats for
+    large N, so every term is evaluated as a logarithm (ln M and ln C_P are exact inputs)
+    and combined by log-sum-exp; ``value`` may be inf while ``log_value`` stays finite.
+    ``conditions``: η_1 ≤ 1/(2L(1+2EQ)), T_P ≤ T, diminishing steps; ``step_sizes``
+    reports η_1 and its maximum.
+    """
+    gamma_coef = THEOREM_2_VARIANTS[check_variant(variant, tuple(THEOREM_2_VARIANTS))]
+    _option(correlation, "correlation", ("log", "J"))
+    inputs = _theorem_2_inputs(q, constants, eta=eta, P=P, chains=chains, pi=pi, sigma2=sigma2, Gamma=Gamma, D=D,
+                               G=G, H=H, diam=diam, T=T, decay=decay, eta0=eta0, horizon=horizon,
+                               reduced=reduced)
+    q = np.asarray(q, dtype=float)
+    pi = inputs.pi
+    values = dict(inputs.values)
+    values[_Pi] = float(pi @ q)
+    values[_V] = float(np.sum(pi * inputs.sigma2 * q**2))
+    note = (f"c = {gamma_coef} in ψ (T2); 1/S_T applied (T1); correlation={correlation}; horizon={horizon}; "
+            f"η_0 = {'η_1' if eta0 is None else eta0}" + ("; reduced chain" if reduced else ""))
+    return make_bound(_theorem_2_formula(gamma_coef, correlation, bool(log_space)), values,
+                      _source("Thm 2", "1152–1171", note), conditions=inputs.conditions,
+                      step_sizes={"eta_1": inputs.steps.eta1, "eta_1_max": inputs.eta_max}, variant=variant)
+
+
+# ------------------------------------------------------------------------------ Problem (212)
+@dataclass(frozen=True)
+class WeightProblem:
+    """Problem (212): min_q J(q) = (½qᵀAq + B)/πᵀq + C s.t. q ≥ 0, ‖q‖₁ = Q.
+
+    Appendix E, lines 1349–1371: A = Σ = diag(A_kk) (209), B = υ (210), C = ψ + φ/ln(1/λ(P))
+    (211). ``S_T`` divides J to give Theorem 2's bound, J(q)/S_T (needed when J is added
+    to a bias term, T1). ``A`` is the diagonal as a vector; every A_kk must be > 0.
+    """
+
+    pi: np.ndarray
+    A: np.ndarray
+    B: float
+    C: float = 0.0
+    Q: float = 1.0
+    S_T: float = 1.0
+
+    def __post_init__(self):
+        pi = _availability(self.pi)
+        A = _vector(self.A, "A", pi.size)
+        if (A <= 0).any():
+            i = _first(A <= 0)
+            raise ValueError(f"A[{i}] = {A[i]} must be > 0 (it is 2(E+1) pi_k sigma_k^2 S_2; sigma_k^2 > 0 needed)")
+        object.__setattr__(self, "pi", pi)
+        object.__setattr__(self, "A", A)
+        object.__setattr__(self, "B", positive(self.B, "B"))
+        object.__setattr__(self, "C", nonnegative(self.C, "C"))
+        object.__setattr__(self, "Q", positive(self.Q, "Q"))
+        object.__setattr__(self, "S_T", positive(self.S_T, "S_T"))
+
+    def J(self, q) -> float:
+        """J(q) of (212a)."""
+        q = np.asarray(q, dtype=float)
+        return float((0.5 * np.sum(self.A * q**2) + self.B) / (self.pi @ q) + self.C)
+
+    def grad_J(self, q) -> np.ndarray:
+        """∇J(q) = Aq/u − (½qᵀAq + B)π/u², u = πᵀq."""
+        q = np.asarray(q, dtype=float)
+        u = self.pi @ q
+        return self.A * q / u - (0.5 * np.sum(self.A * q**2) + self.B) * self.pi / u**2
+
+
+def weight_problem(Q, constants: Constants, *, eta, P=None, chains=None, pi=None, sigma2=None, Gamma=None, D=None,
+                   G=None, H=None, diam=None, T=None, decay=1.0, eta0=None, variant: str = "corrected",
+                   correlation: str = "log", horizon: str = "infinite") -> WeightProblem:
+    """Problem (212) for total weight Q, with Theorem 2's constants (same keywords and variants).
+
+    A_kk = 2(E+1)π_k σ_k² S₂, B = υ, C = ψ + φ/ln(1/λ(P)) (or the 𝒥-form, (211)), and
+    S_T. They are read off Theorem 2's one sympy definition (evaluated at πᵀq = 1, S_T = 1),
+    so J(q)/S_T equals ``theorem_2(q, ...).value`` for every q with ‖q‖₁ = Q. As in the
+    Remark (line 1373) the chain is not reduced when clients are excluded (C constant).
+    B holds M = 2^N as a float: beyond about N = 1000 clients it overflows (ValueError).
+    """
+    gamma_coef = THEOREM_2_VARIANTS[check_variant(variant, tuple(THEOREM_2_VARIANTS))]
+    _option(correlation, "correlation", ("log", "J"))
+    Q = positive(Q, "Q")
+    inputs = _theorem_2_inputs(None, constants, eta=eta, P=P, chains=chains, pi=pi, sigma2=sigma2, Gamma=Gamma,
+                               D=D, G=G, H=H, diam=diam, T=T, decay=decay, eta0=eta0, horizon=horizon,
+                               reduced=False, Q=Q)
+    values = dict(inputs.values)
+    values.update({_Pi: 1.0, _V: 1.0, _ST: 1.0})
+    _, terms, _ = _theorem_2_formula(gamma_coef, correlation, False).evaluate(values)
+    B = terms["initial distance"] + terms["state space"]
+    if not math.isfinite(B):
+        raise ValueError("B = upsilon overflows a float (M = 2^N too large); Problem (212) is vacuous here")
+    C = terms["heterogeneity"] + terms["client drift"] + terms["burn-in"] + terms["correlation"]
+    A = 2 * terms["variance"] * inputs.pi * inputs.sigma2
+    return WeightProblem(inputs.pi, A, B, C, Q, inputs.steps.S_T)
+
+
+@dataclass(frozen=True)
+class KKTSolution:
+    """Closed-form optimum of (212): q* and the multipliers of (215).
+
+    q_k* = (ι*π_k − θ*)/A_kk on the support, 0 elsewhere (224); ``value`` = J(q*) = ι* + C;
+    ``bound`` = value/S_T (Theorem 2 at q*); ``support`` a boolean mask.
+    """
+
+    q: np.ndarray
+    iota: float
+    theta: float
+    support: np.ndarray
+    value: float
+    bound: float
+
+
+def _quadratic_roots(qa: float, qb: float, qc: float) -> list[float]:
+    """Real roots of qa·θ² + qb·θ + qc (stable form; linear when qa ≈ 0)."""
+    scale = max(abs(qa), abs(qb), abs(qc), 1e-300)
+    if abs(qa) <= 1e-13 * scale:
+        return [-qc / qb] if qb != 0 else []
+    disc = qb * qb - 4 * qa * qc
+    if disc < -1e-12 * qb * qb:
+        return []
+    root = math.sqrt(max(disc, 0.0))
+    w = -0.5 * (qb + math.copysign(root, qb))
+    return [w / qa] + ([qc / w] if w != 0 else [])
+
+
+def optimal_weights(problem: WeightProblem) -> KKTSolution:
+    """Closed-form KKT solution of Problem (212) (Appendix E, lines 1360–1463; cafed.md §5.2).
+
+    J is convex on {q ≥ 0, πᵀq > 0} (quadratic-over-linear plus B/πᵀq), so the KKT point is
+    the global minimum. From (224), q_k* = (ι*π_k − θ*)/A_kk where positive, so the support
+    is S = {k : π_k > θ*/ι*}, a top-m set by π (all clients when θ* ≤ 0). For each candidate
+    S, with a = Σ_S 1/A_kk, b = Σ_S π_k/A_kk, c = Σ_S π_k²/A_kk, the constraint ‖q‖₁ = Q
+    (226) and ∂𝓛/∂s = 0 (i.e. ι*πᵀq = ½qᵀAq + B) give
+
+        ι = (Q + θa)/b,     a(ac − b²)θ² + 2Qac·θ + (cQ² − 2Bb²) = 0,
+
+    (linear when π is constant on S). The root kept has q_S > 0, ι > 0 and ι π_k ≤ θ off S
+    (dual feasibility); then J(q*) = ι* + C. The paper stops at (227), which still contains
+    s*; this closes it. Note q_k* = (ι* − θ*/π_k)/(2(E+1)σ_k²S₂) grows with π_k only when
+    θ* > 0 (Guideline A, line 194, holds only then; cafed.md T9).
+    """
+    pi, A, B, Q = problem.pi, problem.A, problem.B, problem.Q
+    order = np.argsort(-pi, kind="stable")
+    ranked = pi[order]
+    best = None
+    for m in range(1, pi.size + 1):
+        if m < pi.size and ranked[m - 1] == ranked[m]:
+            continue  # equal availabilities are in or out together
+        S = order[:m]
+        a, b, c = np.sum(1 / A[S]), np.sum(pi[S] / A[S]), np.sum(pi[S] ** 2 / A[S])
+        for theta in _quadratic_roots(a * (a * c - b * b), 2 * Q * a * c, c * Q * Q - 2 * B * b * b):
+            iota = (Q + theta * a) / b
+            qS = (iota * pi[S] - theta) / A[S]
+            out = np.setdiff1d(np.arange(pi.size), S)
+            tol = 1e-9 * max(1.0, abs(theta), abs(iota))
+            if iota <= 0 or np.any(qS <= -1e-12 * Q) or np.any(iota * pi[out] > theta + tol):
+                continue
+            q = np.zeros_like(pi)
+            q[S] = np.maximum(qS, 0.0)
+            value = problem.J(q)
+            if best is None or value < best[0]:
+                best = (value, q, iota, theta)
+    if best is None:
+        raise RuntimeError("no KKT point found for Problem (212); the inputs may be numerically degenerate")
+    value, q, iota, theta = best
+    return KKTSolution(q, float(iota), float(theta), q > 0, value, value / problem.S_T)
+
+
+# ------------------------------------------------------------------------------ combined problem (14)
+@dataclass(frozen=True)
+class WeightSolution:
+    """Best local minimum of the combined objective over several starts.
+
+    ``q``; ``value`` the objective; ``opt`` = J(q)/S_T and ``bias`` = weight·Γ·divergence
+    at q; ``local_values`` the objective at each start's local minimum (distinct values
+    reveal the non-convexity).
+    """
+
+    q: np.ndarray
+    value: float
+    opt: float
+    bias: float
+    local_values: tuple[float, ...]
+
+
+def _chi2_and_grad(q, pi, alpha):
+    """χ²(α, π⊙̃q) = Σ α_k² u/(π_k q_k) − 1 and its gradient, u = πᵀq (all q_k > 0)."""
+    u = pi @ q
+    R = np.sum(alpha**2 / (pi * q))
+    return u * R - 1.0, pi * R - alpha**2 * u / (pi * q**2)
+
+
+def _tv2_and_grad(q, pi, alpha):
+    """d_TV²(α, π⊙̃q) and a (sub)gradient: ∂p_k/∂q_j = (π_k δ_kj − p_k π_j)/u."""
+    u = pi @ q
+    p = pi * q / u
+    d = 0.5 * np.abs(p - alpha).sum()
+    sign = np.sign(p - alpha)
+    return d * d, 2 * d * 0.5 * pi * (sign - sign @ p) / u
+
+
+def solve_weights(problem: WeightProblem, *, alpha=None, Gamma: float = 0.0, bias: str = "chi2",
+                  bias_weight: float = 1.0, starts: int = 8, seed=0) -> WeightSolution:
+    """Minimise J(q)/S_T + bias_weight·Γ·D(α, π⊙̃q) over {q ≥ 0, ‖q‖₁ = Q} (Problem (14)).
+
+    Problem (14), lines 171–181, with ε̄_opt = J/S_T (Theorem 2, T1) and
+    ε̄_bias = χ²_{α‖p}Γ (``bias="chi2"``, Thm 1) or d_TV²(α, p)Γ' (``bias="tv"``, Thm 3;
+    pass Γ' as ``Gamma``). As printed (14) adds the two with weight 1 (default); the total
+    error bound (10) weighs the bias by κ² (χ²) or 4κ² (TV) instead (cafed.md T4) — pass
+    ``bias_weight``. Γ' depends on q through w_B*; it is held fixed here.
+
+    Non-convexity: the paper claims (14) is convex (Appendix D, Proposition 2, line 1302),
+    but its proof needs πᵀq constant on the domain while only ‖q‖₁ is: χ²(π⊙̃q) is not
+    convex on the simplex for heterogeneous π (cafed.md T8, a counterexample is in the
+    tests), and the TV version is non-smooth and non-convex too (line 190). So SLSQP is run
+    from several starts — the KKT optimum of J alone, uniform, unbiased q ∝ α/π, and
+    ``starts`` random Dirichlet points (``seed``) — and the best local minimum is kept.
+    With Γ = 0 (or weight 0) the problem is (212) and agrees with ``optimal_weights``.
+    """
+    _option(bias, "bias", ("chi2", "tv"))
+    pi, Q, n = problem.pi, problem.Q, problem.pi.size
+    alpha = np.full(n, 1.0 / n) if alpha is None else _simplex(alpha, n=n)
+    Gamma, weight = nonnegative(Gamma, "Gamma"), nonnegative(bias_weight, "bias_weight")
+    starts = count(starts, "starts", minimum=0)
+    coef = weight * Gamma
+    interior = bias == "chi2" and coef > 0
+    divergence = _chi2_and_grad if bias == "chi2" else _tv2_and_grad
+
+    def parts(q):
+        opt = problem.J(q) / problem.S_T
+        if coef == 0:
+            return opt, 0.0
+        return opt, coef * divergence(q, pi, alpha)[0]
+
+    def fun(q):
+        return sum(parts(q))
+
+    def jac(q):
+        g = problem.grad_J(q) / problem.S_T
+        return g + coef * divergence(q, pi, alpha)[1] if coef > 0 else g
+
+    rng = np.random.default_rng(seed)
+    kkt = optimal_weights(problem).q
+    uniform = np.full(n, Q / n)
+    candidates = [kkt, uniform, Q * (alpha / pi) / np.sum(alpha / pi)] + [Q * rng.dirichlet(np.ones(n))
+                                                                       for _ in range(starts)]
+    lower = 1e-9 * Q if interior else 0.0
+    bounds = [(lower, Q)] * n
+    constraint = {"type": "eq", "fun": lambda q: q.sum() - Q, "jac": lambda q: np.ones(n)}
+    results = []
+    for x0 in candidates:
+        x0 = np.clip(0.98 * x0 + 0.02 * uniform if interior else x0, lower, Q)
+        res = optimize.minimize(fun, x0, jac=jac, method="SLSQP",
+                                bounds=bounds, constraints=[constraint], options={"maxiter": 500, "ftol": 1e-14})
+        x = np.clip(res.x, 0.0, None)
+        x *= Q / x.sum()
+        results.append((fun(x), x))
+    value, q = min(results, key=lambda r: r[0])
+    opt, b = parts(q)
+    return WeightSolution(q, float(value), float(opt), float(b), tuple(float(v) for v, _ in results))
+
+
+# ------------------------------------------------------------------------------ CA-Fed heuristic
+def proxy_objective(q, alpha, pi, loss_gap, *, Gamma_prime=None, kappa2_bar: float = 1.0) -> float:
+    """CA-Fed's estimate (20) of the proxy (16), lines 218 and 238–242::
+
+        ε̂(q) = ⟨F̂ − F̂*, π ⊙̃ q⟩ + 4κ̄² d_TV²(α, π ⊙̃ q) Γ̂'
+
+    ``loss_gap`` = F̂ − F̂* ≥ 0 per client; Γ̂' defaults to max_k loss_gap_k (19).
+    """
+    pi = _availability(pi)
+    alpha = _simplex(alpha, n=pi.size)
+    gap = _nonneg_vector(loss_gap, "loss_gap", pi.size)
+    gp = float(gap.max()) if Gamma_prime is None else nonnegative(Gamma_prime, "Gamma_prime")
+    k2 = nonnegative(kappa2_bar, "kappa2_bar")
+    return _proxy(_weights(q, pi.size), alpha, pi, gap, gp, k2)
+
+
+def _proxy(q, alpha, pi, gap, gamma_prime, kappa2_bar) -> float:
+    p = pi * q / (pi @ q)
+    return float(gap @ p + 4 * kappa2_bar * tv(alpha, p) ** 2 * gamma_prime)
+
+
+def _get(q, order, objective, tau):
+    """Function ``get`` of Algorithm 1 (lines 275–287) with the missing q⁺ ← q and q ← q⁺."""
+    eps = objective(q)
+    for k in order:
+        if q[k] == 0 or q.sum() - q[k] <= 0:
+            continue  # already excluded, or would exclude everyone (π ⊙̃ 0 is undefined)
+        trial = q.copy()
+        trial[k] = 0.0
+        eps_trial = objective(trial)
+        if eps - eps_trial >= tau:
+            q, eps = trial, eps_trial
+    return q
+
+
+def greedy_weights(alpha, pi, lam, loss_gap, *, Gamma_prime=None, kappa2_bar: float = 1.0,
+                   tau: float = 0.0) -> np.ndarray:
+    """CA-Fed's client exclusion (Algorithm 1, lines 253–287; §IV-A, line 226).
+
+    Start from the unbiased weights q = α/π (line 5; printed α/σ̂, a typo, A1). Then two
+    greedy passes of ``get`` over all clients, each excluding client k (q_k ← 0) when the
+    proxy ε̂ of (20) drops by at least ``tau`` (ties count when tau = 0), otherwise leaving
+    q unchanged (accept-or-revert, the q⁺ ← q / q ← q⁺ lost in the OCR, lines 281–286):
+
+    1. Guideline B: clients by decreasing |λ_k| (ties: lower π first). The ordering uses the
+       modulus, λ(P_k) = (1 + |λ_k|)/2, not the signed λ_k (cafed.md A2);
+    2. Guideline A: clients by increasing π_k (ties: larger |λ_k| first).
+
+    A step that would exclude every client is skipped. The kept weights stay α_k/π_k
+    (unnormalised: ε̂ depends on q only through π ⊙̃ q). ``lam`` are the signed second
+    eigenvalues λ_k of the two-state chains (eq. (238)), validated against (236).
+    Returns q.
+    """
+    pi = _availability(pi)
+    alpha = _simplex(alpha, n=pi.size)
+    lam = _lam(lam, pi)
+    gap = _nonneg_vector(loss_gap, "loss_gap", pi.size)
+    gp = float(gap.max()) if Gamma_prime is None else nonnegative(Gamma_prime, "Gamma_prime")
+    k2, tau = nonnegative(kappa2_bar, "kappa2_bar"), nonnegative(tau, "tau")
+    if not np.any(alpha > 0):
+        raise ValueError("alpha has no positive entry")
+    objective = functools.partial(_proxy, alpha=alpha, pi=pi, gap=gap, gamma_prime=gp, kappa2_bar=k2)
+    q = alpha / pi
+    q = _get(q, np.lexsort((pi, -np.abs(lam))), objective, tau)
+    return _get(q, np.lexsort((-np.abs(lam), pi)), objective, tau)
