@@ -171,23 +171,6 @@ def _choose_threshold(p: np.ndarray, rounds: int) -> int:
     return int(candidates[np.argmin(drawn + _REFINE_COST * np.minimum(unresolved, 1.0))])
 
 
-def _choose_threshold(p: np.ndarray, rounds: int) -> int:
-    """H minimising (long intervals drawn) + _REFINE_COST × min(1, expected unresolved rounds).
-
-    A client covers round x with a long interval reaching x + H − 2 with probability
-    about q^{H−1}, so about T·Π_i(1 − q_i^{H−1}) rounds are unresolved; none for H ≤ 2.
-    """
-    values, counts = np.unique(p, return_counts=True)
-    q = 1.0 - values
-    candidates = np.unique(np.concatenate([np.arange(1, 65), np.geomspace(65, 1 << 14, 48).astype(int)]))
-    survive = q[None, :] ** (candidates[:, None] - 1.0)
-    drawn = rounds * (survive * values[None, :]) @ counts
-    with np.errstate(divide="ignore"):
-        log_unresolved = np.log1p(-survive) @ counts
-    unresolved = np.where(candidates <= 2, 0.0, rounds * np.exp(log_unresolved))
-    return int(candidates[np.argmin(drawn + _REFINE_COST * np.minimum(unresolved, 1.0))])
-
-
 @dataclass(frozen=True, eq=False)
 class _Group:
     clients: np.ndarray
