@@ -1,1 +1,19 @@
-"""Federated problems and algorithms on one vectorised torch engine."""
+"""Federated problems and algorithms on one vectorised torch engine.
+
+``get(name, eta_l=..., eta_g=..., local_steps=...)`` builds an algorithm (``fedavg``,
+``fedsum-b``, ``fedsum``, ``fedsum-cr``, ``scaffold``); ``run(algorithm, problem, trace, seed)``
+runs it along a participation trace and returns a ``History``; ``problems`` holds the
+federated problems (``problems.Quadratic``, ...).
+"""
+from . import problems
+from .base import Algorithm
+from .engine import iterate, run
+from .fedavg import FedAvg
+from .fedsum import FedSUM, FedSUMB, FedSUMCR
+from .history import History
+from .noise import NoiseStream
+from .registry import get, names, register
+from .scaffold import Scaffold
+
+__all__ = ["get", "names", "register", "run", "iterate", "History", "Algorithm", "NoiseStream",
+           "FedAvg", "FedSUMB", "FedSUM", "FedSUMCR", "Scaffold", "problems"]

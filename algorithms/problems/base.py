@@ -40,6 +40,8 @@ class FederatedProblem(ABC):
     dim: int
     dtype: torch.dtype
     device: torch.device
+    #: The starting point at which ``constants()`` are taken (``run`` starts there by default).
+    x0: torch.Tensor
 
     @abstractmethod
     def loss(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,54 @@
+"""FedAvg on the active clients (McMahan et al., 2017; papers/baselines.md).
+
+Each active client takes K local SGD steps x_i^(k+1) = x_i^(k) − η_l g_i(x_i^(k)) from
+x_i^(0) = x, and sends Δ_i = x − x_i^(K). The server steps
+
+    x ← x − η_g · (1/|S_t|) Σ_{i∈S_t} Δ_i     (``aggregate="active"``, default; no step if S_t = ∅)
+    x ← x − η_g · (1/N)     Σ_{i∈S_t} Δ_i     (``aggregate="all"``)
+
+With K = 1 and full participation: gradient descent with step η_g η_l.
+Communication: x down, Δ_i up (one vector each).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .base import Algorithm, Generators, local_sgd
+
+__all__ = ["FedAvg", "FedAvgState"]
+
+AGGREGATES = ("active", "all")
+
+
+@dataclass(frozen=True, eq=False)
+class FedAvgState:
+    """``x``: the global model after the last round."""
+
+    x: torch.Tensor
+
+
+@dataclass(frozen=True, repr=False)
+class FedAvg(Algorithm):
+    """FedAvg (papers/baselines.md): ``aggregate`` is "active" (1/|S_t|) or "all" (1/N)."""
+
+    aggregate: str = "active"
+
+    name = "fedavg"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.aggregate not in AGGREGATES:
+            raise ValueError(f"aggregate must be one of {AGGREGATES}, got {self.aggregate!r}")
+
+    def init(self, problem, x0: torch.Tensor) -> FedAvgState:
+        return FedAvgState(x=x0)
+
+    def round(self, state: FedAvgState, problem, active, t: int, generators: Generators) -> FedAvgState:
+        m = active.numel()
+        if not m:
+            return state
+        X, _ = local_sgd(state.x, problem, active, self.eta_l, self.local_steps, generators)
+        weight = 1 / m if self.aggregate == "active" else 1 / problem.n_clients
+        return FedAvgState(x=state.x - self.eta_g * weight * (state.x - X).sum(dim=0))

@@ -1,0 +1,156 @@
+"""The FedSUM family (000_77e0b9f4a9a003cb.txt; papers/fedsum.md §4), in ALGORITHM notation.
+
+Common to all three (Algorithms 1–3): y^(-1) = 0, h_i^(0) = 0 (lines 275, 337, 1716) and
+
+    y^(t)   = y^(t-1) + Σ_{i∈S_t} δ_i^(t),   δ_i^(t) = h_i^(t+1) − h_i^(t)
+    x^(t+1) = x^(t) − (η_g η_l K / N) · y^(t)                      (lines 288, 351, 1730)
+
+so y^(t) = Σ_i h_i^(t+1), the SUM of every client's latest mean gradient (eq. 7 line 256,
+eq. 14 line 955), normalised by N (not |S_t|). The server steps every round, also when S_t
+is empty. Rates are constant (the FedSUM-CR identity below needs that).
+
+Each active client's h_i^(t+1) is computed in closed form as the mean of its K stochastic
+gradients (eq. 5 line 240, eq. 8 line 309). The boxes write it as a model difference,
+N(x^(t) − x_i^(t,K))/(η_l K) − y_i^(t); the two are equal in exact arithmetic, and the closed
+form does not lose digits dividing by η_l/N in float32.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .base import Algorithm, Generators, local_sgd, replace_rows
+
+__all__ = ["FedSUMB", "FedSUM", "FedSUMCR", "FedSUMState"]
+
+
+@dataclass(frozen=True, eq=False)
+class FedSUMState:
+    """After round t: ``x`` = x^(t+1), ``y`` = y^(t), ``h`` = h^(t+1) (N, d).
+
+    FedSUM-CR adds ``z`` = z^(t+1) (N, d) and ``a`` = a^(t+1) (N,) long, the round of each
+    client's last participation (−1 before it). ``last_active`` holds S_t and
+    ``last_correction`` the correction directions y_i^(t) of those clients (m, d) (zeros for
+    FedSUM-B, which has none), so the papers' identities can be checked along a run.
+    Before round 0: x^(0), y^(-1) = 0, h^(0) = 0, z^(0) = x^(0), a^(0) = −1.
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    h: torch.Tensor
+    last_active: torch.Tensor
+    last_correction: torch.Tensor
+    z: torch.Tensor | None = None
+    a: torch.Tensor | None = None
+
+
+class _Family(Algorithm):
+    """Shared init and server step; subclasses give the active clients' new h and y_i."""
+
+    def init(self, problem, x0: torch.Tensor) -> FedSUMState:
+        n, d = problem.n_clients, problem.dim
+        zeros = x0.new_zeros((n, d))
+        none = torch.zeros(0, dtype=torch.long, device=x0.device)
+        return FedSUMState(x=x0, y=x0.new_zeros(d), h=zeros, last_active=none, last_correction=x0.new_zeros((0, d)))
+
+    def _server(self, state: FedSUMState, problem, active, h_new, correction, **extra) -> FedSUMState:
+        """δ_i = h_i^(t+1) − h_i^(t); y^(t) = y^(t-1) + Σ δ_i; x^(t+1) = x^(t) − (η_g η_l K/N) y^(t)."""
+        if active.numel():
+            y = state.y + (h_new - state.h[active]).sum(dim=0)
+            h = replace_rows(state.h, active, h_new)
+        else:
+            y, h = state.y, state.h
+        x = state.x - (self.eta_g * self.eta_l * self.local_steps / problem.n_clients) * y
+        return FedSUMState(x=x, y=y, h=h, last_active=active, last_correction=correction, **extra)
+
+    def _local(self, state: FedSUMState, problem, active, correction, generators: Generators) -> torch.Tensor:
+        """K local steps x_i^(t,k+1) = x_i^(t,k) − (η_l/N)(g_i^(t,k) + y_i^(t)) from x_i^(t,0) = x^(t)
+        for all active clients at once (Alg. 2/3 line 9: 000 lines 346, 1724); returns
+        h_i^(t+1) = (1/K) Σ_k g_i^(t,k)."""
+        _, mean_grad = local_sgd(state.x, problem, active, self.eta_l / problem.n_clients, self.local_steps,
+                                 generators, correction)
+        return mean_grad
+
+
+@dataclass(frozen=True, repr=False)
+class FedSUMB(_Family):
+    """FedSUM-B, Algorithm 1 (000_77e0b9f4a9a003cb.txt lines 271–290): no local updates.
+
+    K = ``local_steps`` mini-batch gradients, all at x^(t) (line 282); x_i^(t,1) = x^(t) −
+    η_l Σ_k g_i^(t,k) (line 284), so h_i^(t+1) = (x^(t) − x_i^(t,1))/(η_l K) = (1/K) Σ_k g_i^(t,k)
+    (line 286). Only η_g η_l matters. Under full participation with exact gradients this is
+    gradient descent with step η_g η_l K. Communication: x down, δ_i up (one vector each).
+    """
+
+    name = "fedsum-b"
+
+    def round(self, state: FedSUMState, problem, active, t: int, generators: Generators) -> FedSUMState:
+        m = active.numel()
+        h_new = state.x.new_zeros((m, problem.dim))
+        if m:
+            X = state.x.expand(m, -1)
+            for k in range(self.local_steps):
+                h_new = h_new + problem.stochastic_grads(X, active, generators(k))
+            h_new = h_new / self.local_steps
+        return self._server(state, problem, active, h_new, state.x.new_zeros((m, problem.dim)))
+
+
+@dataclass(frozen=True, repr=False)
+class FedSUM(_Family):
+    """FedSUM, Algorithm 2 (000_77e0b9f4a9a003cb.txt lines 333–353).
+
+    The server sends x^(t) and y^(t-1) (line 340); client i forms y_i^(t) = y^(t-1) − h_i^(t)
+    (line 343; eq. 9/41: the other clients' latest gradients, summed), takes K steps
+    x_i^(t,k+1) = x_i^(t,k) − (η_l/N)(g_i^(t,k) + y_i^(t)) (line 346; note the 1/N), and sets
+    h_i^(t+1) = N(x^(t) − x_i^(t,K))/(η_l K) − y_i^(t) = (1/K) Σ_k g_i^(t,k) (line 349).
+    With K = 1 and full participation: gradient descent with step η_g η_l.
+    Communication: x and y down (two vectors), δ_i up (one).
+    """
+
+    name = "fedsum"
+    down_vectors = 2
+
+    def round(self, state: FedSUMState, problem, active, t: int, generators: Generators) -> FedSUMState:
+        correction = state.y - state.h[active]
+        h_new = self._local(state, problem, active, correction, generators) if active.numel() else correction
+        return self._server(state, problem, active, h_new, correction)
+
+
+@dataclass(frozen=True, repr=False)
+class FedSUMCR(_Family):
+    """FedSUM-CR, Algorithm 3 (000_77e0b9f4a9a003cb.txt lines 1714–1730): FedSUM without y downlink.
+
+    Client i keeps z_i^(t) = x^(a_{i,t-1}) and a_i^(t) = a_{i,t-1} (eq. 10, line 379;
+    z_i^(0) = x^(0), a_i^(0) = −1) and rebuilds the correction from the model path
+    (line 1721; eq. 11 line 394; eq. 79 lines 1747–1751):
+
+        y_i^(t) = (N / (η_g η_l K)) · (z_i^(t) − x^(t)) / (t − a_i^(t)) − h_i^(t)
+                = (1/(t − a_{i,t-1})) Σ_{p=a_{i,t-1}}^{t-1} y^(p) − h_i^(t)    (y^(-1) = 0),
+
+    an average of the server directions since its last visit. The identity needs constant
+    η_g, η_l (papers/fedsum.md §4.3). Local steps and h as in FedSUM; then a_i^(t+1) = t,
+    z_i^(t+1) = x^(t) (line 1727). Communication: x down, δ_i up (one vector each).
+    Dividing a model difference by η_g η_l K/N loses digits in float32 (papers/fedsum.md §4.3).
+    """
+
+    name = "fedsum-cr"
+
+    def init(self, problem, x0: torch.Tensor) -> FedSUMState:
+        base = super().init(problem, x0)
+        return FedSUMState(x=base.x, y=base.y, h=base.h, last_active=base.last_active,
+                           last_correction=base.last_correction, z=x0.expand(problem.n_clients, -1).clone(),
+                           a=torch.full((problem.n_clients,), -1, dtype=torch.long, device=x0.device))
+
+    def round(self, state: FedSUMState, problem, active, t: int, generators: Generators) -> FedSUMState:
+        m = active.numel()
+        if not m:
+            return self._server(state, problem, active, state.h[active], state.x.new_zeros((0, problem.dim)),
+                                z=state.z, a=state.a)
+        scale = problem.n_clients / (self.eta_g * self.eta_l * self.local_steps)
+        gaps = (t - state.a[active]).to(state.x.dtype).unsqueeze(1)          # t − a_i^(t) ≥ 1
+        correction = scale * (state.z[active] - state.x) / gaps - state.h[active]
+        h_new = self._local(state, problem, active, correction, generators)
+        z = replace_rows(state.z, active, state.x.expand(m, -1))
+        a = state.a.index_fill(0, active, t)
+        return self._server(state, problem, active, h_new, correction, z=z, a=a)
