@@ -73,7 +73,7 @@ class FederatedProblem(ABC):
 
     @abstractmethod
     def constants(self) -> ProblemConstants:
-        """L, σ², f*, Δ_f = f(x0) − f* and F_0 at x0 = 0 (exact where the problem allows)."""
+        """L, σ², f*, Δ_f = f(x0) − f* and F_0 at the problem's x0 (exact where the problem allows)."""
 
     @abstractmethod
     def to(self, device=None, dtype=None) -> "FederatedProblem":
