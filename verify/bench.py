@@ -90,6 +90,74 @@ def monte_carlo_ratios(quick: bool = False, workers: int = 1) -> list[Ratio]:
     return ratios
 
 
+def _per_client_loop_round(clients_data, global_model, active, eta_l, local_steps, batch_size, reg, correction=None):
+    """One FedAvg round the way most research code writes it: a module and an optimiser
+    per active client, ``local_steps`` SGD steps each, then the average of the updates.
+    With ``correction`` (client → flat vector) each step adds it to the gradient first,
+    as FedSUM's local step does."""
+    import torch
+    import torch.nn.functional as F
+
+    updates = []
+    for i in active:
+        features, labels = clients_data[i]
+        model = torch.nn.Linear(features.shape[1], global_model.out_features, dtype=features.dtype)
+        model.load_state_dict(global_model.state_dict())
+        optimiser = torch.optim.SGD(model.parameters(), lr=eta_l, weight_decay=reg)
+        for _ in range(local_steps):
+            rows = torch.randint(0, features.shape[0], (batch_size,))
+            optimiser.zero_grad()
+            F.cross_entropy(model(features[rows]), labels[rows]).backward()
+            if correction is not None:
+                for param, extra in zip(model.parameters(), correction[i]):
+                    param.grad.add_(extra)
+            optimiser.step()
+        updates.append([p.detach() - q.detach() for p, q in zip(model.parameters(), global_model.parameters())])
+    with torch.no_grad():
+        for k, param in enumerate(global_model.parameters()):
+            param.add_(torch.stack([u[k] for u in updates]).mean(dim=0))
+
+
+def training_round_ratios(quick: bool = False) -> list[Ratio]:
+    """FedAvg and FedSUM rounds on Logistic (digits, N=100, 20 active, K=5), float32 CPU,
+    against a per-client loop with a torch module and optimiser per client."""
+    import torch
+
+    from algorithms import get, run
+    from algorithms.problems import Logistic
+    from participation.patterns import Uniform
+
+    n, active, steps, batch = 100, 20, 5, 16
+    rounds = 20 if quick else 100
+    problem = Logistic.digits(n_clients=n, alpha=1.0, batch_size=batch, seed=0, min_size=8, dtype=torch.float32)
+    trace = Uniform(n, active).sample(rounds, seed=0)
+    data = problem.data
+    clients_data = [(torch.as_tensor(data.features[data.owner == i], dtype=torch.float32),
+                     torch.as_tensor(data.labels[data.owner == i])) for i in range(n)]
+    features = clients_data[0][0].shape[1]
+    corrections = [[torch.zeros(10, features), torch.zeros(10)] for _ in range(n)]
+    torch.manual_seed(0)
+
+    def loop(correction):
+        model = torch.nn.Linear(features, 10)
+        for t in range(rounds):
+            _per_client_loop_round(clients_data, model, np.flatnonzero(trace.mask[t]), 0.05, steps, batch,
+                                   problem.reg, correction)
+
+    timings = {}
+    for name, fn in {
+        "loop fedavg": lambda: loop(None),
+        "loop fedsum": lambda: loop(corrections),
+        "fedavg": lambda: run(get("fedavg", eta_l=0.05, local_steps=steps), problem, trace, seed=0, record_every=rounds),
+        "fedsum": lambda: run(get("fedsum", eta_l=0.05 * n, eta_g=1.0, local_steps=steps), problem, trace, seed=0,
+                              record_every=rounds),
+    }.items():
+        timings[name] = min(_timed(fn) for _ in range(3))
+    workload = f"Logistic on digits, N={n}, {active} active, K={steps}, {rounds} rounds, float32 CPU"
+    return [Ratio("training rounds, FedAvg", workload, timings["loop fedavg"], timings["fedavg"]),
+            Ratio("training rounds, FedSUM", workload, timings["loop fedsum"], timings["fedsum"])]
+
+
 def _timed(fn) -> float:
     start = time.perf_counter()
     fn()
@@ -97,4 +165,5 @@ def _timed(fn) -> float:
 
 
 def run_all(quick: bool = False, workers: int = 1) -> list[Ratio]:
-    return [delay_metrics_ratio(quick=quick), *monte_carlo_ratios(quick=quick, workers=workers)]
+    return [delay_metrics_ratio(quick=quick), *monte_carlo_ratios(quick=quick, workers=workers),
+            *training_round_ratios(quick=quick)]
