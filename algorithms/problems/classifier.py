@@ -21,8 +21,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from .base import FederatedProblem, ProblemConstants
-from .data import ClientData, digits, dirichlet_partition, synthetic_classification
+from .base import ProblemConstants
+from .data import ClientData, ClientDataProblem, digits, dirichlet_partition, synthetic_classification
 from .logistic import _check_batch, _check_nonneg
 
 __all__ = ["Classifier"]
@@ -30,7 +30,7 @@ __all__ = ["Classifier"]
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
-class Classifier(FederatedProblem):
+class Classifier(ClientDataProblem):
     """MLP with ``hidden`` units and ``activation`` ("tanh" or "relu") on N clients' data.
 
     ``x0`` is a seeded PyTorch-style initialisation (every weight and bias
@@ -83,23 +83,9 @@ class Classifier(FederatedProblem):
 
     # -- tensors ----------------------------------------------------------------------
     @property
-    def dtype(self) -> torch.dtype:
-        return self.data.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.data.device
-
-    @property
     def x0(self) -> torch.Tensor:
         """The seeded initial point x^(0) at which Δ_f and F_0 are evaluated."""
         return torch.as_tensor(self._x0, dtype=self.dtype, device=self.device)
-
-    def to(self, device=None, dtype=None) -> "Classifier":
-        new = object.__new__(Classifier)
-        new.__dict__.update(self.__dict__)
-        new.data = self.data.to(device, dtype)  # constants cache is shared: it holds floats only
-        return new
 
     def unflatten(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """The flat vector as ``{name: tensor}`` views for ``functional_call``."""

@@ -14,6 +14,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from .base import FederatedProblem
+
 __all__ = ["digits", "synthetic_classification", "dirichlet_partition", "ClientData"]
 
 
@@ -199,3 +201,23 @@ class ClientData:
         pos = self.batch_positions(generator, batch_size)[clients]
         rows = clients[:, None]
         return self.X[rows, pos], self.y[rows, pos]
+
+
+class ClientDataProblem(FederatedProblem):
+    """A problem whose tensors live in ``self.data`` (a :class:`ClientData`)."""
+
+    data: ClientData
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.data.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
+
+    def to(self, device=None, dtype=None):
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.data = self.data.to(device, dtype)  # constants cache is shared: it holds floats only
+        return new

@@ -23,8 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .base import FederatedProblem, ProblemConstants
-from .data import ClientData, digits, dirichlet_partition, synthetic_classification
+from .base import ProblemConstants
+from .data import ClientData, ClientDataProblem, digits, dirichlet_partition, synthetic_classification
 
 __all__ = ["Logistic"]
 
@@ -41,7 +41,7 @@ def _check_batch(value) -> int:
     return int(value)
 
 
-class Logistic(FederatedProblem):
+class Logistic(ClientDataProblem):
     """Multinomial (C ≥ 3) or binary (C = 2) logistic regression over N clients.
 
     Parameters: ``features_per_client`` / ``labels_per_client`` (one (n_i, p) array and
@@ -87,23 +87,9 @@ class Logistic(FederatedProblem):
 
     # -- tensors ----------------------------------------------------------------------
     @property
-    def dtype(self) -> torch.dtype:
-        return self.data.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.data.device
-
-    @property
     def x0(self) -> torch.Tensor:
         """The initial point x^(0) = 0 at which Δ_f and F_0 are evaluated."""
         return torch.zeros(self.dim, dtype=self.dtype, device=self.device)
-
-    def to(self, device=None, dtype=None) -> "Logistic":
-        new = object.__new__(Logistic)
-        new.__dict__.update(self.__dict__)
-        new.data = self.data.to(device, dtype)  # constants cache is shared: it holds floats only
-        return new
 
     def _point(self, x: torch.Tensor) -> torch.Tensor:
         if not isinstance(x, torch.Tensor) or x.shape != (self.dim,):
