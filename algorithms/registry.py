@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from . import autonomous, fedgm
 from .base import Algorithm
 from .fedavg import FedAvg
 from .fedsum import FedSUM, FedSUMB, FedSUMCR
@@ -19,7 +20,7 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
     return cls
 
 
-for _cls in (FedAvg, FedSUMB, FedSUM, FedSUMCR, Scaffold):
+for _cls in (FedAvg, FedSUMB, FedSUM, FedSUMCR, Scaffold, *fedgm.ALGORITHMS, *autonomous.ALGORITHMS):
     register(_cls)
 
 

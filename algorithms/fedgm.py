@@ -1,0 +1,189 @@
+"""Server momentum: FedGM and its presets (Sun, Wu, Huang & Zhang, AAAI 2024).
+
+Clients run LocalOPT (Algorithm 2, 002_5bd9fb077877187f.txt lines 72–77): K local SGD steps
+x_i ← x_i − η_l g_i from x_i = x_t, and send Δ_t^i = x_t − x_{t,K}^i. The server averages
+Δ_t = (1/|S_t|) Σ_{i∈S_t} Δ_t^i (Algorithm 1, line 66) and applies its ServerOPT.
+
+FedGM's ServerOPT (lines 108–110), a DAMPENED (exponential-average) buffer, d_0 = 0:
+
+    d_{t+1} = β d_t + (1 − β) Δ_t
+    h_{t+1} = (1 − ν) Δ_t + ν d_{t+1}
+    x_{t+1} = x_t − η h_{t+1}
+
+η = ``eta_g`` (server learning rate), β = ``beta`` (momentum factor), ν = ``nu`` (instant
+discount factor) (line 112). Multistage FedGM (Algorithm 3, lines 132–170) runs stage s
+with (η_s, β_s, ν_s) for T_s rounds and never resets d; pass a
+``bounds.momentum.StageSchedule`` as ``schedule`` (constraint (3), lines 190–196, is
+validated by the schedule itself).
+
+Presets and their (β, ν) (lines 114–118). ``fedavgm`` and ``fednag`` use the UNDAMPENED
+buffer of Hsu, Qi & Brown (arXiv 2019) and of PyTorch, v_{t+1} = β v_t + Δ_t, with server
+rate η'; substituting d = (1 − β) v shows they are FedGM with η = η'/(1 − β):
+
+    name      update                                   as FedGM (η, β, ν)
+    fedgm     the box above                            (η, β, ν)
+    qhm       the box above, Ma & Yarats' defaults     (η, β, ν), β = 0.999, ν = 0.7
+    fedavgm   x ← x − η' v_{t+1}            (heavy ball)  (η'/(1−β), β, 1)
+    fednag    x ← x − η'(Δ_t + β v_{t+1})   (Nesterov)    (η'/(1−β), β, β)
+
+ν = 0 is FedAvg with server step η (the paper's "FedSGD", line 114); β = 0 removes the
+momentum (h = Δ_t). The paper's own FedNAG, x ← x − η[(1−β)Δ_t + β d_{t+1}] (line 118), is
+``fedgm`` with ν = β, i.e. ``fednag`` at η' = η(1 − β).
+
+Rounds with S_t = ∅ change nothing (no server step, d kept). Communication: x down, Δ_i up.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from bisect import bisect_right
+from dataclasses import dataclass
+
+import torch
+
+from .base import Algorithm, Generators, local_sgd
+
+__all__ = ["FedGM", "FedQHM", "FedAvgM", "FedNAG", "MomentumState", "ALGORITHMS", "unit_interval"]
+
+
+def unit_interval(value, name: str, *, closed: bool) -> float:
+    """A float in [0, 1] (``closed``) or [0, 1); anything else is a ValueError naming it."""
+    ok = (not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+          and 0 <= value and (value <= 1 if closed else value < 1))
+    if not ok:
+        raise ValueError(f"{name} must lie in [0, {'1]' if closed else '1)'}, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, eq=False)
+class MomentumState:
+    """``x`` = x_{t+1}, ``d`` the server buffer after round t (d for FedGM/QHM, v for
+    FedAvgM/FedNAG), ``delta`` = Δ_t, the averaged update of the last round with a server
+    step (zeros before the first)."""
+
+    x: torch.Tensor
+    d: torch.Tensor
+    delta: torch.Tensor
+
+
+class _ServerMomentum(Algorithm):
+    """LocalOPT on the active block, then ``_server``; subclasses give the server step."""
+
+    def init(self, problem, x0: torch.Tensor) -> MomentumState:
+        zeros = x0.new_zeros(problem.dim)
+        return MomentumState(x=x0, d=zeros, delta=zeros)
+
+    def round(self, state: MomentumState, problem, active, t: int, generators: Generators) -> MomentumState:
+        if not active.numel():
+            return state
+        X, _ = local_sgd(state.x, problem, active, self.eta_l, self.local_steps, generators)
+        return self._server(state, (state.x - X).mean(dim=0), t)
+
+
+@dataclass(frozen=True, repr=False)
+class FedGM(_ServerMomentum):
+    """FedGM / Multistage FedGM (see the module docstring; lines 108–112, 132–170).
+
+    ``eta_g`` η, ``beta`` β ∈ [0, 1), ``nu`` ν ∈ [0, 1] (defaults 1.0, 0.9, 0.7: values of
+    the paper's grids, line 1328); ``schedule`` an optional ``bounds.momentum.StageSchedule``
+    whose stage triple (η_s, β_s, ν_s) is used in the rounds of stage s; it also fixes η_l.
+    With a schedule, leave eta_l/eta_g/beta/nu out (they are read from it: η_l and the first
+    stage's triple) or give equal values; running past its Σ T_s rounds is a ValueError.
+    """
+
+    eta_l: float | None = None
+    eta_g: float | None = None
+    beta: float | None = None
+    nu: float | None = None
+    schedule: object | None = None
+
+    name = "fedgm"
+    default_beta = 0.9
+    default_nu = 0.7
+
+    def __post_init__(self):
+        values = {"eta_l": 0.01, "eta_g": 1.0, "beta": self.default_beta, "nu": self.default_nu}
+        if self.schedule is not None:
+            from bounds.momentum import StageSchedule   # lazy: keeps sympy out of the engine's import
+            if not isinstance(self.schedule, StageSchedule):
+                raise ValueError(f"schedule must be a bounds.momentum.StageSchedule, got {self.schedule!r}")
+            s = self.schedule
+            values = {"eta_l": s.eta_l, "eta_g": s.eta_g[0], "beta": s.beta[0], "nu": s.nu[0]}
+            for key, value in values.items():
+                given = getattr(self, key)
+                if given is not None and given != value:
+                    raise ValueError(f"{key}={given!r} conflicts with the schedule's {key}={value!r}; leave it out")
+        for key, value in values.items():
+            if getattr(self, key) is None:
+                object.__setattr__(self, key, value)
+        super().__post_init__()
+        object.__setattr__(self, "beta", unit_interval(self.beta, "beta", closed=False))
+        object.__setattr__(self, "nu", unit_interval(self.nu, "nu", closed=True))
+
+    def hyper(self, t: int) -> tuple[float, float, float]:
+        """(η_t, β_t, ν_t): the triple of the stage that holds round t (line 644)."""
+        s = self.schedule
+        if s is None:
+            return self.eta_g, self.beta, self.nu
+        if not 0 <= t < s.total_rounds:
+            raise ValueError(f"round t={t} lies outside the schedule's rounds 0..{s.total_rounds - 1}")
+        stage = bisect_right(s.boundaries, t) - 1
+        return s.eta_g[stage], s.beta[stage], s.nu[stage]
+
+    def _server(self, state: MomentumState, delta: torch.Tensor, t: int) -> MomentumState:
+        """d ← βd + (1−β)Δ; h = (1−ν)Δ + νd; x ← x − ηh (lines 108–110; Algorithm 3, lines 155–158)."""
+        eta, beta, nu = self.hyper(t)
+        d = beta * state.d + (1 - beta) * delta
+        h = (1 - nu) * delta + nu * d
+        return MomentumState(x=state.x - eta * h, d=d, delta=delta)
+
+
+@dataclass(frozen=True, repr=False)
+class FedQHM(FedGM):
+    """QHM (Ma & Yarats, ICLR 2019) on the server: FedGM itself (line 118) with QHM's
+    recommended defaults β = 0.999, ν = 0.7."""
+
+    name = "qhm"
+    default_beta = 0.999
+    default_nu = 0.7
+
+
+class _Classical(_ServerMomentum):
+    """Undampened server momentum v ← βv + Δ with server rate η' = ``eta_g`` (default 1.0)
+    and ``beta`` β ∈ [0, 1) (default 0.9); constant rates."""
+
+    nesterov = False
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "beta", unit_interval(self.beta, "beta", closed=False))
+
+    def _server(self, state: MomentumState, delta: torch.Tensor, t: int) -> MomentumState:
+        v = self.beta * state.d + delta
+        step = delta + self.beta * v if self.nesterov else v
+        return MomentumState(x=state.x - self.eta_g * step, d=v, delta=delta)
+
+
+@dataclass(frozen=True, repr=False)
+class FedAvgM(_Classical):
+    """FedAvgM, server heavy ball (Hsu, Qi & Brown, arXiv 2019): v ← βv + Δ_t, x ← x − η'v.
+    Equals FedGM(η = η'/(1−β), β, ν = 1) (line 116)."""
+
+    beta: float = 0.9
+
+    name = "fedavgm"
+
+
+@dataclass(frozen=True, repr=False)
+class FedNAG(_Classical):
+    """Server Nesterov momentum in the PyTorch form (Sutskever et al., ICML 2013):
+    v ← βv + Δ_t, x ← x − η'(Δ_t + βv). Equals FedGM(η = η'/(1−β), β, ν = β), the paper's
+    FedNAG (line 118)."""
+
+    beta: float = 0.9
+
+    name = "fednag"
+    nesterov = True
+
+
+ALGORITHMS = (FedGM, FedQHM, FedAvgM, FedNAG)
