@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from . import autonomous, fedgm
+from . import autonomous, cafed, fedgm
 from .base import Algorithm
 from .fedavg import FedAvg
 from .fedsum import FedSUM, FedSUMB, FedSUMCR
@@ -20,7 +20,8 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
     return cls
 
 
-for _cls in (FedAvg, FedSUMB, FedSUM, FedSUMCR, Scaffold, *fedgm.ALGORITHMS, *autonomous.ALGORITHMS):
+for _cls in (FedAvg, FedSUMB, FedSUM, FedSUMCR, Scaffold, *fedgm.ALGORITHMS, *autonomous.ALGORITHMS,
+             *cafed.ALGORITHMS):
     register(_cls)
 
 

@@ -395,7 +395,7 @@ def test_get_rejects_bad_names_and_hyperparameters(name, hp, match):
 
 
 def test_get_names_and_aliases():
-    assert set(algorithms.names()) == set(NAMES)
+    assert set(NAMES) <= set(algorithms.names())
     assert algorithms.get("FedSUM_CR", eta_l=0.2) == algorithms.FedSUMCR(eta_l=0.2)
     assert algorithms.get("fedavg", aggregate="all").aggregate == "all"
 

@@ -1,0 +1,273 @@
+"""CA-Fed (Rodio, Faticanti, Marfoq, Neglia, Leonardi, IEEE/ACM ToN 2023; 001_2f28135276b05638.txt)
+and its "Unbiased" baseline, in the paper's notation (α, q, π, λ, E = ``local_steps``).
+
+Round t (Algorithm 1, 001 lines 256–287), A_t = ``active``:
+
+1. Availability counts (line 260): c_k += 1{k ∈ A_t}; the transition N_ij of every client
+   from its state in round t−1 to round t (from the second round on). With a Beta
+   pseudo-count a = ``prior`` > 0 (line 249; lines 251, 290 for P̂_k)::
+
+       π̂_k = (c_k + a)/(T + 2a)                (T rounds seen; n_k = m_k = a)
+       p̂_ii = (N_ii + a)/(N_i0 + N_i1 + 2a),   λ̂_k = p̂_00 + p̂_11 − 1   (eq. (238), line 1549)
+
+   λ̂ equals ``participation.markov.estimate(trace so far, prior=a).lam``; for a → 0, π̂
+   tends to its ``pi``. ``oracle=(pi, lam)`` replaces (π̂, λ̂) by the true chain parameters,
+   as in the experiments (line 311); the counts are still kept.
+2. Loss-gap reports (lines 224, 234). The problem interface exposes no per-client loss, so
+   every active client reports the scalar s_k = ½‖g_k(w_{t,0}; B^k_{t,0})‖², its first local
+   stochastic gradient (the batch the paper uses for the loss, line 224). The server
+   filters them by (17): F̂ ← (1 − β1_{A_t})⊙F̂ + β1_{A_t}⊙s (clients never heard from start
+   at the mean of the first reports, as the authors' code does) and uses F̂ as the gap
+   F̂ − F̂* of (18)–(20). Under μ-strong convexity and L-smoothness
+   ½‖∇F_k‖²/L ≤ F_k − F_k* ≤ ½‖∇F_k‖²/μ, and the proxy (20) is homogeneous in the gap,
+   so with τ = 0 the greedy choice is that of the gap ½‖∇F_k‖²/μ for any μ.
+3. Weights (lines 262–266): q = α/π̂, then ``bounds.cafed.greedy_weights`` (Guideline B by
+   |λ̂| descending, then Guideline A by π̂ ascending, accept-or-revert with threshold τ,
+   proxy (20) with κ̄²). λ̂ is raised to the admissible bound of (236) at π̂ where the two
+   small-sample estimates disagree (it only orders the clients).
+4. The active clients with q_k > 0 run E local SGD steps (2) (line 63) from w_{t,0} and
+   send Δ_k = w^k_{t,E} − w_{t,0}; the server steps (line 270; eq. (3), line 67)::
+
+       w_{t+1,0} = w_{t,0} + η̄ Σ_{k∈A_t, q_k>0} q_k Δ_k           (``normalise=False``, default)
+       w_{t+1,0} = w_{t,0} + η̄ Σ q_k Δ_k / Σ_{k∈A_t, q_k>0} q_k    (``normalise=True``, AdaFed's rule)
+
+   q is not normalised (001 line 309; E[Σ_{A_t} α_k/π_k] = Σ α_k = 1). W = R^d, so no
+   projection; η_t = ``eta_l`` and η̄ = ``eta_g`` are constant, as in the experiments.
+
+Unbiased (001 line 309): every active client with q_k = α_k/π_k (π̂ or the oracle's π), same
+server step; no reports. Communication: w down to every active client; Δ_k up from the
+aggregated ones. CA-Fed's uplink is counted as d + 1 floats per active client (an upper
+bound: an excluded client sends only its scalar report, Appendix H1 lines 1590–1594).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from bounds.cafed import greedy_weights
+from participation import markov
+
+from .base import Algorithm, Generators, local_sgd
+
+__all__ = ["CAFed", "CAFedUnbiased", "CAFedState", "ALGORITHMS"]
+
+#: Target importance weights must sum to 1 within this tolerance.
+SIMPLEX_TOL = 1e-9
+
+
+@dataclass(frozen=True, eq=False)
+class CAFedState:
+    """After round t: ``x`` = w_{t+1,0}; availability counts ``available`` c (N,) and
+    ``transitions`` N_ij (N, 2, 2) (long); ``previous`` (N,) bool, A_t as a mask;
+    ``rounds`` T seen; ``report`` F̂ (N,) (nan before the first report); ``weights`` q^(t)
+    (N,) and ``kept`` = {k ∈ A_t : q_k > 0}, the clients aggregated in round t."""
+
+    x: torch.Tensor
+    available: torch.Tensor
+    transitions: torch.Tensor
+    previous: torch.Tensor
+    rounds: int
+    report: torch.Tensor
+    weights: torch.Tensor
+    kept: torch.Tensor
+
+
+def _real(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    return float(value)
+
+
+def _vector(value, name: str) -> tuple[float, ...]:
+    try:
+        a = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a 1-D array of numbers, got {value!r}") from None
+    if a.ndim != 1 or a.size == 0 or not np.isfinite(a).all():
+        raise ValueError(f"{name} must be a non-empty finite 1-D array, got {value!r}")
+    return tuple(float(v) for v in a)
+
+
+def _alpha(alpha) -> tuple[float, ...] | None:
+    if alpha is None:
+        return None
+    a = _vector(alpha, "alpha")
+    if min(a) < 0 or abs(math.fsum(a) - 1) > SIMPLEX_TOL:
+        raise ValueError(f"alpha must lie on the probability simplex (>= 0, sum 1), got {alpha!r}")
+    return a
+
+
+def _oracle(oracle):
+    if oracle is None:
+        return None
+    try:
+        pi, lam = oracle
+    except (TypeError, ValueError):
+        raise ValueError(f"oracle must be a pair (pi, lam) of per-client arrays, got {oracle!r}") from None
+    pi, lam = np.array(_vector(pi, "oracle pi")), np.array(_vector(lam, "oracle lam"))
+    if pi.size != lam.size:
+        raise ValueError(f"oracle pi has {pi.size} entries but lam has {lam.size}")
+    if not ((pi > 0) & (pi <= 1)).all():
+        raise ValueError(f"oracle pi must lie in (0, 1], got {pi.tolist()}")
+    lower = np.where(pi < 1, markov.lambda_lower_bound(np.where(pi < 1, pi, 0.5)), -1.0)
+    if not ((lam > -1) & (lam < 1) & (lam >= lower - 1e-12)).all():
+        raise ValueError(f"oracle lam must lie in [max(-1, 1 - 1/pi, 1 - 1/(1 - pi)), 1) (eq. (236)), got {lam.tolist()}")
+    return tuple(pi.tolist()), tuple(lam.tolist())
+
+
+@dataclass(frozen=True, repr=False)
+class CAFedUnbiased(Algorithm):
+    """Unbiased (001 line 309): active clients aggregated with q_k = α_k/π_k.
+
+    Hyper-parameters: ``eta_l`` η, ``eta_g`` η̄, ``local_steps`` E; ``alpha`` target
+    importance (None: uniform 1/N); ``oracle`` (pi, lam) true chain parameters (None: online
+    estimates); ``prior`` a > 0 Beta pseudo-count of the estimates; ``normalise`` divides the
+    server step by Σ q_k over the aggregated clients.
+    """
+
+    alpha: tuple | None = None
+    oracle: tuple | None = None
+    prior: float = 1.0
+    normalise: bool = False
+
+    name = "cafed-unbiased"
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "alpha", _alpha(self.alpha))
+        object.__setattr__(self, "oracle", _oracle(self.oracle))
+        prior = _real(self.prior, "prior")
+        if prior <= 0:
+            raise ValueError(f"prior must be > 0 (the estimates need π̂ > 0), got {self.prior!r}")
+        object.__setattr__(self, "prior", prior)
+        if not isinstance(self.normalise, bool):
+            raise ValueError(f"normalise must be True or False, got {self.normalise!r}")
+
+    # -- state ---------------------------------------------------------------------------
+    def init(self, problem, x0: torch.Tensor) -> CAFedState:
+        n = problem.n_clients
+        for name, v in (("alpha", self.alpha), ("oracle pi", self.oracle and self.oracle[0])):
+            if v is not None and len(v) != n:
+                raise ValueError(f"{name} has {len(v)} entries but the problem has {n} clients")
+        long = dict(dtype=torch.long, device=x0.device)
+        return CAFedState(x=x0, available=torch.zeros(n, **long), transitions=torch.zeros((n, 2, 2), **long),
+                          previous=torch.zeros(n, dtype=torch.bool, device=x0.device), rounds=0,
+                          report=x0.new_full((n,), math.nan), weights=x0.new_zeros(n),
+                          kept=torch.zeros(0, **long))
+
+    def target(self, n: int) -> np.ndarray:
+        """α (float64, (n,))."""
+        return np.full(n, 1.0 / n) if self.alpha is None else np.array(self.alpha)
+
+    def estimates(self, state: CAFedState) -> tuple[np.ndarray, np.ndarray]:
+        """Online (π̂, λ̂) (float64) from the counts in ``state`` (see the module docstring)."""
+        a = self.prior
+        c = state.available.cpu().numpy()
+        N = state.transitions.cpu().numpy()
+        pi = (c + a) / (state.rounds + 2.0 * a)
+        n0, n1 = N[:, 0, 0] + N[:, 0, 1], N[:, 1, 0] + N[:, 1, 1]
+        p00 = (N[:, 0, 0] + a) / (n0 + 2.0 * a)
+        p11 = (N[:, 1, 1] + a) / (n1 + 2.0 * a)
+        return pi, p00 + p11 - 1.0
+
+    def availability(self, state: CAFedState) -> tuple[np.ndarray, np.ndarray]:
+        """The (π, λ) the weights use: the oracle's, else the estimates with λ̂ raised to
+        the admissible bound of (236) at π̂ (0 < π̂ < 1 and −1 < λ̂ < 1 since a > 0)."""
+        if self.oracle is not None:
+            return np.array(self.oracle[0]), np.array(self.oracle[1])
+        pi, lam = self.estimates(state)
+        return pi, np.maximum(lam, markov.lambda_lower_bound(pi))
+
+    def _observe(self, state: CAFedState, active: torch.Tensor) -> dict:
+        """Counts after observing A_t (line 260): c += 1_{A_t}; N[prev, now] += 1 from round 1."""
+        now = torch.zeros_like(state.previous).index_fill(0, active, True)
+        transitions = state.transitions
+        if state.rounds:
+            cell = torch.nn.functional.one_hot(state.previous.long() * 2 + now.long(), 4)
+            transitions = transitions + cell.view(-1, 2, 2)
+        return dict(available=state.available + now.long(), transitions=transitions, previous=now,
+                    rounds=state.rounds + 1)
+
+    # -- round -------------------------------------------------------------------------
+    def _weights(self, seen: CAFedState) -> np.ndarray:
+        """q^(t) (N,) from the counts and reports of round t: α/π."""
+        pi, _ = self.availability(seen)
+        return self.target(pi.size) / pi
+
+    def _report(self, state: CAFedState, problem, active, generators) -> torch.Tensor:
+        """Unbiased asks for no reports."""
+        return state.report
+
+    def round(self, state: CAFedState, problem, active, t: int, generators: Generators) -> CAFedState:
+        counts = self._observe(state, active)
+        if not active.numel():
+            return CAFedState(x=state.x, report=state.report, weights=state.weights, kept=active, **counts)
+        report = self._report(state, problem, active, generators)
+        seen = CAFedState(x=state.x, report=report, weights=state.weights, kept=active, **counts)
+        q = torch.as_tensor(self._weights(seen), dtype=state.x.dtype, device=state.x.device)
+        kept = active[q[active] > 0]
+        x = state.x
+        if kept.numel():
+            X, _ = local_sgd(x, problem, kept, self.eta_l, self.local_steps, generators)
+            qk = q[kept]
+            step = (qk[:, None] * (X - x)).sum(dim=0)      # Σ q_k Δ_k
+            if self.normalise:
+                step = step / qk.sum()
+            x = x + self.eta_g * step
+        return CAFedState(x=x, report=report, weights=q, kept=kept, **counts)
+
+
+@dataclass(frozen=True, repr=False)
+class CAFed(CAFedUnbiased):
+    """CA-Fed, Algorithm 1 (001 lines 256–287): weights by ``bounds.cafed.greedy_weights``.
+
+    Extra hyper-parameters: ``kappa2_bar`` κ̄² ≥ 0 (bias weight of the proxy (16)/(20), 1 in
+    Fig. 1); ``tau`` τ ≥ 0 (acceptance threshold; 0 in the experiments, line 311; a τ above
+    every possible decrease of the proxy never excludes, giving the Unbiased weights);
+    ``beta`` β ∈ (0, 1] of the report filter (17) (1: the latest report, which the
+    experiments' "β = 0" (line 311) means: the authors' code filters with s = 1 − β).
+    """
+
+    kappa2_bar: float = 1.0
+    tau: float = 0.0
+    beta: float = 1.0
+
+    name = "cafed"
+
+    def __post_init__(self):
+        super().__post_init__()
+        for field_name in ("kappa2_bar", "tau"):
+            value = _real(getattr(self, field_name), field_name)
+            if value < 0:
+                raise ValueError(f"{field_name} must be >= 0, got {value!r}")
+            object.__setattr__(self, field_name, value)
+        beta = _real(self.beta, "beta")
+        if not 0 < beta <= 1:
+            raise ValueError(f"beta must lie in (0, 1], got {self.beta!r}")
+        object.__setattr__(self, "beta", beta)
+
+    def communication(self, dim: int, n_active: int) -> tuple[int, int]:
+        return dim * n_active, (dim + 1) * n_active
+
+    def _report(self, state: CAFedState, problem, active, generators) -> torch.Tensor:
+        """F̂ after (17) with s_k = ½‖g_k(w_{t,0}; B^k_{t,0})‖² from every active client."""
+        G = problem.stochastic_grads(state.x.expand(active.numel(), -1), active, generators(0))
+        s = 0.5 * G.square().sum(dim=1)
+        report = state.report
+        if torch.isnan(report).all():                  # first reports: unseen clients start at their mean
+            report = torch.full_like(report, float(s.mean()))
+        old = report[active]
+        return report.index_copy(0, active, (1 - self.beta) * old + self.beta * s)
+
+    def _weights(self, seen: CAFedState) -> np.ndarray:
+        """q^(t) = greedy_weights(α, π, λ, gap = F̂) (lines 262–266; Γ̂' = max_k F̂_k, (19))."""
+        pi, lam = self.availability(seen)
+        return greedy_weights(self.target(pi.size), pi, lam, seen.report.cpu().numpy().astype(np.float64),
+                              kappa2_bar=self.kappa2_bar, tau=self.tau)
+
+
+ALGORITHMS = (CAFed, CAFedUnbiased)
