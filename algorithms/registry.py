@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from . import autonomous, cafed, fedgm
+from . import autonomous, cafed, fedau, fedawe, fedgm, fedvarp, mifa
 from .base import Algorithm
 from .fedavg import FedAvg
 from .fedsum import FedSUM, FedSUMB, FedSUMCR
@@ -21,7 +21,7 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
 
 
 for _cls in (FedAvg, FedSUMB, FedSUM, FedSUMCR, Scaffold, *fedgm.ALGORITHMS, *autonomous.ALGORITHMS,
-             *cafed.ALGORITHMS):
+             *cafed.ALGORITHMS, *mifa.ALGORITHMS, *fedvarp.ALGORITHMS, *fedau.ALGORITHMS, *fedawe.ALGORITHMS):
     register(_cls)
 
 

@@ -181,15 +181,6 @@ def logistic():
     return Logistic.synthetic(n_clients=N_CLIENTS, n_samples=400, dim=5, seed=0)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: intra-op threads only cost time (a lot on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def final(problem, algorithm, trace):
     """(‖∇f‖², f) at x_0 and at x_T of a run (only round 0 is recorded along the way)."""
     h = algorithms.run(algorithm, problem, trace, seed=0, record_every=trace.n_rounds)
