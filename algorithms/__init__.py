@@ -1,7 +1,8 @@
 """Federated problems and algorithms on one vectorised torch engine.
 
-``get(name, eta_l=..., eta_g=..., local_steps=...)`` builds an algorithm (``fedavg``,
-``fedsum-b``, ``fedsum``, ``fedsum-cr``, ``scaffold``); ``run(algorithm, problem, trace, seed)``
+``get(name, eta_l=..., eta_g=..., local_steps=...)`` builds an algorithm (``names()`` lists
+them: the FedSUM family, FedAvg, SCAFFOLD, MIFA, FedVARP, FedAU, FedAWE, the FedGM momentum
+family, CA-Fed and LOGIT); ``run(algorithm, problem, trace, seed)``
 runs it along a participation trace and returns a ``History``; ``problems`` holds the
 federated problems (``problems.Quadratic``, ...).
 """

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from . import autonomous, cafed, fedau, fedawe, fedgm, fedvarp, mifa
+from . import autonomous, cafed, fedau, fedawe, fedgm, fedvarp, logit, mifa
 from .base import Algorithm
 from .fedavg import FedAvg
 from .fedsum import FedSUM, FedSUMB, FedSUMCR
@@ -21,7 +21,8 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
 
 
 for _cls in (FedAvg, FedSUMB, FedSUM, FedSUMCR, Scaffold, *fedgm.ALGORITHMS, *autonomous.ALGORITHMS,
-             *cafed.ALGORITHMS, *mifa.ALGORITHMS, *fedvarp.ALGORITHMS, *fedau.ALGORITHMS, *fedawe.ALGORITHMS):
+             *cafed.ALGORITHMS, *mifa.ALGORITHMS, *fedvarp.ALGORITHMS, *fedau.ALGORITHMS, *fedawe.ALGORITHMS,
+             *logit.ALGORITHMS):
     register(_cls)
 
 
@@ -41,7 +42,10 @@ def get(name: str, **hparams) -> Algorithm:
 
     Common: ``eta_l`` (default 0.01), ``eta_g`` (1.0), ``local_steps`` K (1; for FedSUM-B the
     number of mini-batches per round). They mean what they mean in the papers' boxes (see each
-    class). Extra: ``aggregate`` for fedavg. An unknown name or hyper-parameter, or a bad
+    class). Names: fedavg, fedsum-b, fedsum, fedsum-cr, scaffold, mifa, fedvarp, fedau, fedawe,
+    fedgm (and its presets fedavgm, fednag, qhm), fedgm-autonomous, cafed, cafed-unbiased, logit;
+    ``names()`` lists them. Extras are each class's own fields (e.g. ``aggregate`` for fedavg,
+    ``beta``/``nu``/``schedule`` for fedgm). An unknown name or hyper-parameter, or a bad
     value, is a ValueError that names it.
     """
     key = _key(name)
