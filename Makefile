@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/fedverify
+	$(BIN)/fedverify check
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

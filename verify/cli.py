@@ -1,11 +1,16 @@
 """The ``fedverify`` command (also ``python -m verify``).
 
-Every error is one line on stderr and exit code 2; no traceback reaches the user.
+Commands: ``check`` (the main job, and what a bare ``fedverify`` runs), ``delays``, ``mc``,
+``bound``, ``bench``. Every error is one line on stderr and exit code 2; no traceback
+reaches the user.
 """
 from __future__ import annotations
 
 import argparse
+import inspect
+import math
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -15,6 +20,51 @@ from participation.patterns import preset, preset_names
 
 MAIN_PRESETS = ("P1", "P2", "P3")
 REFERENCE_PRESETS = ("P1", "P2", "P3", "case3", "case4", "H8")
+TRACE_SUFFIXES = (".npz", ".csv", ".json")
+
+# check defaults
+CHECK_ALGORITHMS = ("fedsum-b", "fedsum", "fedsum-cr", "fedavg", "scaffold")
+DEFAULT_CLIENTS = 20
+PROBLEMS = {
+    "quadratic": "random quadratic clients (dim 10, heterogeneity 1, Gaussian gradient noise std 0.5, seed 0): "
+                 "L, σ², Δ_f and F_0 are all exact",
+    "logistic-digits": "10-class logistic regression on scikit-learn's bundled digits, Dirichlet(0.5) split, "
+                       "mini-batch 16: L, F_0 exact, σ² exact at x⁰ and x* only",
+    "logistic-synthetic": "logistic regression on a Gaussian mixture (1000 samples, dim 10, 3 classes), "
+                          "Dirichlet(0.5) split, mini-batch 16",
+}
+#: The FedSUM algorithms each named bound is proved for; other algorithms are run for reference.
+FEDSUM_FAMILY = ("fedsum-b", "fedsum", "fedsum-cr")
+COVERS = {"fedsum.lemma_c6": ("fedsum-b",), "fedsum.theorem_c1": ("fedsum-b",), "fedsum.lemma_d6": ("fedsum",),
+          "fedsum.theorem_d1": ("fedsum",), "fedsum.lemma_e6": ("fedsum-cr",), "fedsum.theorem_e1": ("fedsum-cr",)}
+
+CHECK_HELP = f"""\
+Runs each algorithm on the problem under each participation pattern with the step sizes
+the theorem prescribes (at the trace's τ_max, τ_avg), and compares the measured
+(1/T) Σ_t ‖∇f(x_t)‖² (mean over --seeds noise seeds, one-sided 95% limits) with the bound:
+"holds" (upper limit ≤ bound), "violated" (lower limit > bound), else "inconclusive".
+
+Default: {', '.join(CHECK_ALGORITHMS)} under P1, P2, P3 scaled
+to N = {DEFAULT_CLIENTS} clients (S = N/5 per round), T = 500 rounds, K = 5 local steps,
+5 seeds, FedSUM Theorem 4.1, on the problem 'quadratic'. Problems (nothing is downloaded):
+  quadratic           {DEFAULT_CLIENTS} random quadratic clients, dim 10, heterogeneity 1, Gaussian
+                      gradient noise std 0.5, seed 0: L, σ², Δ_f, F_0 all exact (the default,
+                      so the bound is computed from exact constants)
+  logistic-digits     10-class logistic regression on scikit-learn's bundled digits,
+                      Dirichlet(0.5) split, mini-batch 16 (σ² exact at x⁰ and x* only)
+  logistic-synthetic  logistic regression on a Gaussian mixture, Dirichlet(0.5) split
+
+Verdict labels:
+  holds*      a hypothesis of the theorem fails at the prescribed step sizes (FedSUM-CR:
+              Lemma E.6 needs a smaller η_l than Theorem 4.1 prescribes, a gap in the
+              paper's proof); a footnote lists the condition. The theorem is not proved
+              for that run, so the verdict compares numbers only.
+  ... (ref)   the theorem does not cover the algorithm (FedAvg, SCAFFOLD): it runs at the
+              theorem's step sizes (FedSUM-B's) and is compared with the theorem's value,
+              for reference, not as a test.
+
+Writes check.json, check.csv and check.png (running mean of ‖∇f‖² of seed 0 against the
+bound, one panel per pattern) into --output; each file is written atomically."""
 
 
 class UsageError(Exception):
@@ -26,6 +76,9 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+# ---------------------------------------------------------------------------- argument types
+
+
 def _positive(kind):
     def parse(text):
         try:
@@ -33,7 +86,7 @@ def _positive(kind):
         except ValueError:
             noun = "an integer" if kind is int else "a number"
             raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
-        if value <= 0:
+        if not value > 0 or not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"must be positive, got {text}")
         return value
     return parse
@@ -49,9 +102,72 @@ def _seed(text):
     return value
 
 
+def _real(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be finite, got {text}")
+    return value
+
+
+def _names(values) -> list[str]:
+    """Names given as separate words or comma-separated."""
+    return [name for value in values for name in value.split(",") if name.strip()]
+
+
+# ---------------------------------------------------------------------------- parser
+
+
+def _add_check(commands):
+    check = commands.add_parser("check", help="the main job: measured (1/T) Σ‖∇f‖² against a theorem's bound, per algorithm and pattern",
+                                description=CHECK_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    check.add_argument("--algorithms", nargs="+", default=list(CHECK_ALGORITHMS), metavar="NAME",
+                       help=f"algorithm names (default: {' '.join(CHECK_ALGORITHMS)})")
+    check.add_argument("--patterns", nargs="+", default=list(MAIN_PRESETS), metavar="PRESET|FILE",
+                       help="preset names (scaled to --clients; see delays --list) or trace files (.npz, .csv, .json); default: P1 P2 P3")
+    check.add_argument("--problem", default="quadratic", help=f"one of {', '.join(PROBLEMS)} (default quadratic)")
+    check.add_argument("--clients", "-N", type=_positive(int), default=None,
+                       help=f"number of clients N (default: the trace files' N, else {DEFAULT_CLIENTS})")
+    check.add_argument("--rounds", "-T", type=_positive(int), default=500, help="rounds T (default 500; a shorter trace file uses its own length)")
+    check.add_argument("--local-steps", "-K", type=_positive(int), default=5, help="local steps K (default 5)")
+    check.add_argument("--seeds", type=_positive(int), default=5, help="noise seeds per run (default 5)")
+    check.add_argument("--theorem", default="fedsum.theorem_4_1", help="a bound of verify.check.BOUNDS (default fedsum.theorem_4_1)")
+    check.add_argument("--confidence", type=float, default=0.95, help="one-sided confidence of the verdict (default 0.95)")
+    check.add_argument("--device", default=None, help="torch device for the runs (default: cpu)")
+    check.add_argument("--output", "-o", default="fedverify-check", help="output folder, created (default fedverify-check)")
+    check.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal anyway)")
+
+
+def _add_bound(commands):
+    bound = commands.add_parser("bound", help="evaluate a theorem's right-hand side from constants",
+                                description="Evaluate THEOREM at the given constants: value, named terms, prescribed "
+                                            "step sizes and the hypotheses at these numbers. Theorem-specific inputs "
+                                            "go through --set NAME=VALUE (numbers, comma-separated vectors, "
+                                            "';'-separated matrix rows, true/false or words such as variant=printed); "
+                                            "a NAME the theorem does not take becomes a constant (zeta2, G2, or an "
+                                            "extra constant such as sigma_g2). Momentum theorems get the one-stage "
+                                            "schedule of --T, --eta-g, --eta-l and --set beta=, nu=.")
+    bound.add_argument("theorem", nargs="?", help="e.g. fedsum.theorem_4_1, fedsum.lemma_d6, momentum.theorem_4_1, logit.theorem_2 (see --list)")
+    bound.add_argument("--list", action="store_true", help="list the theorems and exit")
+    bound.add_argument("--latex", action="store_true", help="print only the formula, in LaTeX")
+    for flag, help_ in (("--L", "smoothness L"), ("--sigma2", "gradient variance σ²"), ("--delta-f", "Δ_f = f(x⁰) − f*"),
+                        ("--F0", "F_0 (default 0)"), ("--tau-max", "τ_max (E[τ_max] for a corollary)"),
+                        ("--tau-avg", "τ_avg (E[τ_avg] for a corollary)"), ("--eta-g", "global step size η_g"),
+                        ("--eta-l", "local step size η_l")):
+        bound.add_argument(flag, type=_real, help=help_)
+    bound.add_argument("--N", type=_positive(int), help="clients N (default 1)")
+    bound.add_argument("--K", type=_positive(int), help="local steps K (default 1)")
+    bound.add_argument("--T", "-T", type=_positive(int), help="rounds T (default 1)")
+    bound.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a theorem-specific input; repeatable")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="fedverify", description="Check federated-learning theory against training runs.")
+    parser = _Parser(prog="fedverify", description="Check federated-learning theory against training runs. "
+                                                   "Without a command, runs `check` with its defaults.")
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+    _add_check(commands)
 
     delays = commands.add_parser("delays", help="E[τ_avg], E[τ_max]: exact, Monte-Carlo and the paper's bound, per preset; or the metrics of a trace file")
     delays.add_argument("presets", nargs="*", default=list(MAIN_PRESETS), help=f"preset names (default: {' '.join(MAIN_PRESETS)}); 'reference' for FedSUM's table; see --list")
@@ -60,14 +176,18 @@ def build_parser() -> argparse.ArgumentParser:
     delays.add_argument("--reps", type=_positive(int), default=200, help="Monte-Carlo replicates (default 200)")
     delays.add_argument("--seed", type=_seed, default=0)
     delays.add_argument("--list", action="store_true", help="list the presets and exit")
+    delays.add_argument("--plot", metavar="FILE", help="plot τ_t of the trace (or of each preset's trace of --seed) to FILE (.png, .pdf, .svg)")
 
-    mc = commands.add_parser("mc", help="Monte-Carlo estimate of E[τ_max] and E[τ_avg] with confidence intervals")
-    mc.add_argument("preset", help="preset name (see delays --list)")
+    mc = commands.add_parser("mc", help="E[τ_max] and E[τ_avg] per preset: exact, Monte-Carlo with confidence intervals, paper bound")
+    mc.add_argument("presets", nargs="+", metavar="PRESET", help="preset names (see delays --list)")
     mc.add_argument("--rounds", "-T", type=_positive(int), default=2000)
     mc.add_argument("--reps", type=_positive(int), default=1000)
     mc.add_argument("--seed", type=_seed, default=0)
     mc.add_argument("--workers", type=_positive(int), default=1, help="processes for the replicates (default 1)")
     mc.add_argument("--confidence", type=float, default=0.95)
+    mc.add_argument("--plot", metavar="FILE", help="histograms of τ_max and τ_avg with the estimates to FILE (.png, .pdf, .svg)")
+
+    _add_bound(commands)
 
     bench = commands.add_parser("bench", help="throughput ratios against straightforward implementations")
     bench.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
@@ -75,25 +195,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _exact_or_dash(function, pattern, rounds) -> str:
+# ---------------------------------------------------------------------------- delays, mc
+
+
+def _exact_or_none(function, pattern, rounds):
     try:
-        return f"{function(pattern, rounds):.3f}"
+        return function(pattern, rounds)
     except ValueError:
-        return "—"
+        return None
+
+
+def _exact_or_dash(function, pattern, rounds) -> str:
+    value = _exact_or_none(function, pattern, rounds)
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _check_plot(path) -> None:
+    if path:
+        from .report import plot_format
+
+        plot_format(path)
 
 
 def run_delays(args) -> str:
     if args.list:
         return "\n".join(f"{name:24s} {doc}" for name, doc in preset_names().items())
+    _check_plot(args.plot)
     if args.trace:
         m = delay_metrics(Trace.load(args.trace))
-        return f"{args.trace}: T={m.tau.size}  tau_avg={m.tau_avg:.4f}  tau_max={m.tau_max}"
+        lines = [f"{args.trace}: T={m.tau.size}  tau_avg={m.tau_avg:.4f}  tau_max={m.tau_max}"]
+        if args.plot:
+            from .report import plot_delays
+
+            lines.append(f"plot: {plot_delays({Path(args.trace).name: m.tau}, args.plot, 'τ_t of a trace file')}")
+        return "\n".join(lines)
     names = list(REFERENCE_PRESETS) if args.presets == ["reference"] else args.presets
+    patterns = {name: preset(name) for name in names}
     lines = [f"T={args.rounds}; Monte-Carlo over {args.reps} traces (seed {args.seed}), mean ± standard error; "
              "bound = FedSUM App. F as stated / tightest step of its proof",
              f"{'pattern':24s} {'E[tau_avg]':>10s} {'MC':>17s} {'E[tau_max]':>10s} {'MC':>17s} {'bound':>8s} {'proof':>8s}"]
-    for name in names:
-        pattern = preset(name)
+    for name, pattern in patterns.items():
         mc = monte_carlo(pattern, args.rounds, args.reps, args.seed, progress=False)
         try:
             bound = paper_tau_max_bound(pattern, args.rounds)
@@ -103,28 +244,68 @@ def run_delays(args) -> str:
         lines.append(f"{name:24s} {_exact_or_dash(exact_tau_avg, pattern, args.rounds):>10s} "
                      f"{mc.tau_avg.mean:9.3f} ± {mc.tau_avg.stderr:5.3f} {_exact_or_dash(exact_tau_max, pattern, args.rounds):>10s} "
                      f"{mc.tau_max.mean:9.2f} ± {mc.tau_max.stderr:5.2f} {stated} {tightest}")
+    if args.plot:
+        from .report import plot_delays
+
+        series = {name: delay_metrics(p.sample(args.rounds, seed=args.seed)).tau for name, p in patterns.items()}
+        lines.append(f"plot: {plot_delays(series, args.plot, f'τ_t of one trace per preset (seed {args.seed})')}")
     return "\n".join(lines)
+
+
+def _paper_bound_or_none(pattern, rounds):
+    try:
+        return paper_tau_max_bound(pattern, rounds).value
+    except ValueError:
+        return None
+
+
+def _mc_case(name, args, executor) -> dict:
+    pattern = preset(name)
+    result = monte_carlo(pattern, args.rounds, args.reps, args.seed, executor=executor, confidence=args.confidence,
+                         chunk_size=max(1, args.reps // (4 * args.workers)) if executor else None,
+                         keep_samples=bool(args.plot))
+    bound = _paper_bound_or_none(pattern, args.rounds)
+    return {"name": name, "estimates": {"tau_max": result.tau_max, "tau_avg": result.tau_avg},
+            "exact": {"tau_max": _exact_or_none(exact_tau_max, pattern, args.rounds),
+                      "tau_avg": _exact_or_none(exact_tau_avg, pattern, args.rounds)},
+            # τ_avg ≤ τ_max on every trace, so the paper's E[τ_max] bound bounds E[τ_avg] too
+            "bound": {"tau_max": bound, "tau_avg": bound}, "samples": result.samples}
+
+
+def _mc_lines(case, args) -> list[str]:
+    cell = lambda v: "—" if v is None else f"{v:.4g}"
+    quant = lambda e: "  ".join(f"q{q:g}={v:g}" for q, v in e.quantiles.items())
+    lines = [f"{case['name']}: T={args.rounds}, {args.reps} replicates, seed {args.seed}",
+             f"{'':8s} {'exact':>9s} {'paper bound':>11s}  Monte-Carlo mean ± stderr (CI)   quantiles"]
+    for key in ("tau_max", "tau_avg"):
+        est = case["estimates"][key]
+        lines.append(f"{key:8s} {cell(case['exact'][key]):>9s} {cell(case['bound'][key]):>11s}  {est}   {quant(est)}")
+    return lines
 
 
 def run_mc(args) -> str:
     if not 0 < args.confidence < 1:
         raise UsageError(f"--confidence must lie in (0, 1), got {args.confidence}")
-    pattern = preset(args.preset)
+    _check_plot(args.plot)
+    for name in args.presets:
+        preset(name)    # unknown names fail before any work
     executor = None
     if args.workers > 1:
         from concurrent.futures import ProcessPoolExecutor
 
         executor = ProcessPoolExecutor(args.workers)
     try:
-        result = monte_carlo(pattern, args.rounds, args.reps, args.seed, executor=executor, confidence=args.confidence,
-                             chunk_size=max(1, args.reps // (4 * args.workers)) if executor else None)
+        cases = [_mc_case(name, args, executor) for name in args.presets]
     finally:
         if executor is not None:
             executor.shutdown()
-    quant = lambda e: "  ".join(f"q{q:g}={v:g}" for q, v in e.quantiles.items())
-    return "\n".join([f"{args.preset}: T={args.rounds}, {args.reps} replicates, seed {args.seed}",
-                      f"tau_max  {result.tau_max}   {quant(result.tau_max)}",
-                      f"tau_avg  {result.tau_avg}   {quant(result.tau_avg)}"])
+    lines = [line for case in cases for line in _mc_lines(case, args)]
+    lines.append("paper bound: FedSUM App. F on E[τ_max] as stated; it bounds E[τ_avg] too, since τ_avg ≤ τ_max")
+    if args.plot:
+        from .report import plot_mc
+
+        lines.append(f"plot: {plot_mc(cases, args.plot)}")
+    return "\n".join(lines)
 
 
 def run_bench(args) -> str:
@@ -133,16 +314,361 @@ def run_bench(args) -> str:
     return "\n".join(ratio.report() for ratio in run_all(quick=args.quick, workers=args.workers))
 
 
+# ---------------------------------------------------------------------------- check
+
+
+def _problem(name: str, n_clients: int):
+    from algorithms.problems import Logistic, Quadratic
+
+    builders = {
+        "quadratic": lambda: Quadratic.random(n_clients, 10, heterogeneity=1.0, noise_std=0.5, seed=0),
+        "logistic-digits": lambda: Logistic.digits(n_clients=n_clients, seed=0),
+        "logistic-synthetic": lambda: Logistic.synthetic(n_clients=n_clients, seed=0),
+    }
+    if name not in builders:
+        raise UsageError(f"unknown problem {name!r}; choose from {', '.join(PROBLEMS)}")
+    return builders[name]()
+
+
+_PRESET_ALIASES = {"p1": "P1", "p2": "P2", "p3": "P3", "h8": "H8", "biased": "H8"}
+
+
+def _is_trace_file(text: str) -> bool:
+    if text in preset_names() or text in _PRESET_ALIASES:
+        return False
+    return Path(text).suffix.lower() in TRACE_SUFFIXES or Path(text).exists()
+
+
+def _scaled_preset(name: str, n_clients: int):
+    """Preset ``name`` with ``n_clients`` clients (and S = N/5 per round where it samples S)."""
+    if name not in preset_names() and name not in _PRESET_ALIASES:
+        raise UsageError(f"unknown pattern {name!r}: not a preset ({', '.join(preset_names())}) "
+                         f"nor a trace file ({', '.join(TRACE_SUFFIXES)})")
+    try:
+        return preset(name, n_clients=n_clients, per_round=max(1, n_clients // 5))
+    except ValueError:
+        pass
+    try:
+        return preset(name, n_clients=n_clients)
+    except ValueError:
+        raise UsageError(f"preset {name!r} cannot be scaled to {n_clients} clients; use a trace file") from None
+
+
+def _patterns(texts, n_clients) -> list[tuple[str, object]]:
+    """(label, Trace or pattern) per --patterns entry."""
+    out = []
+    for text in texts:
+        if _is_trace_file(text):
+            trace = Trace.load(text)
+            if trace.n_clients != n_clients:
+                raise UsageError(f"trace {Path(text).name} has {trace.n_clients} clients but the problem has "
+                                 f"{n_clients}; set --clients")
+            out.append((Path(text).name, trace))
+        else:
+            out.append((_canonical(text), _scaled_preset(text, n_clients)))
+    return out
+
+
+def _canonical(name: str) -> str:
+    return _PRESET_ALIASES.get(name, name)
+
+
+def _clients(args) -> int:
+    if args.clients:
+        return args.clients
+    counts = {Trace.load(t).n_clients for t in _names(args.patterns) if _is_trace_file(t)}
+    if len(counts) > 1:
+        raise UsageError(f"the trace files have different client counts ({', '.join(map(str, sorted(counts)))}); set --clients")
+    return counts.pop() if counts else DEFAULT_CLIENTS
+
+
+def _device(text):
+    if text is None:
+        return None
+    import torch
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"unknown device {text!r}; e.g. cpu, cuda, cuda:0") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"device {text!r} is not available here")
+    return device
+
+
+def _algorithms(values) -> list[str]:
+    import algorithms
+
+    return list(dict.fromkeys(algorithms.get(name).name for name in _names(values)))
+
+
+def _curve(result, problem, source, consts, device) -> np.ndarray:
+    """Running mean (1/t) Σ_{s<t} ‖∇f(x_s)‖² of the first seed on the first trace the check ran."""
+    import algorithms
+    from bounds import fedsum
+
+    T, K = result.rounds, result.local_steps
+    trace = Trace(source.mask[:T]) if isinstance(source, Trace) else source.sample(T, seed=0)
+    steps = result.step_sizes
+    if result.expectation and not isinstance(source, Trace):   # Cor 4.1: step sizes of each realised trace
+        m = delay_metrics(trace)
+        steps = fedsum.step_sizes_4_1(consts.to_constants(local_steps=K, rounds=T, n_clients=result.n_clients),
+                                      m.tau_max, m.tau_avg)
+    alg = algorithms.get(result.algorithm, eta_g=steps["eta_g"], eta_l=steps["eta_l"], local_steps=K)
+    history = algorithms.run(alg, problem, trace, seed=result.seeds[0], device=device)
+    g = np.asarray(history.grad_norm2, dtype=float)
+    return np.cumsum(g) / np.arange(1, g.size + 1)
+
+
+def _row(result, pattern: str, theorem: str, curve: np.ndarray) -> dict:
+    from .report import number
+
+    covered = result.algorithm in COVERS.get(theorem, FEDSUM_FAMILY)
+    violated = [c.name for c in result.violated_conditions]
+    label = result.verdict + ("*" if violated else "") + ("" if covered else " (ref)")
+    return {"algorithm": result.algorithm, "pattern": pattern, "rounds": result.rounds, "tau_max": result.tau_max,
+            "tau_avg": result.tau_avg, "measured": result.measured, "lower": result.lower, "upper": result.upper,
+            "bound": result.bound_value, "ratio": result.ratio, "verdict": result.verdict, "label": label,
+            "covered": covered, "violated_conditions": violated, "eta_g": result.step_sizes["eta_g"],
+            "eta_l": result.step_sizes["eta_l"], "stopped": bool(result.stopped), "curve": curve,
+            "plotted_run": {"seed": result.seeds[0], "mean": number(curve[-1]) if curve.size else None},
+            "result": result.to_dict()}
+
+
+def _json_row(row: dict) -> dict:
+    from .report import number
+
+    return {k: (number(v) if isinstance(v, float) else v) for k, v in row.items() if k != "curve"}
+
+
+def _check_inputs(args):
+    from .check import BOUNDS, resolve_bound
+
+    if not 0.5 <= args.confidence < 1:
+        raise UsageError(f"--confidence must lie in [0.5, 1), got {args.confidence}")
+    try:
+        theorem = resolve_bound(args.theorem).name
+    except ValueError:
+        raise UsageError(f"unknown theorem {args.theorem!r} for check; choose from {', '.join(BOUNDS)}") from None
+    names = _algorithms(args.algorithms)
+    device = _device(args.device)
+    n_clients = _clients(args)
+    patterns = _patterns(_names(args.patterns), n_clients)
+    output = Path(args.output)
+    if output.exists() and not output.is_dir():
+        raise UsageError(f"--output {str(output)!r} exists and is not a folder")
+    return theorem, names, device, n_clients, patterns, output
+
+
+def run_check(args) -> str:
+    from tqdm.auto import tqdm
+
+    from .check import check
+    from .constants import estimate_constants
+    from .report import CSV_FIELDS, check_footnotes, check_table, plot_check, write_csv, write_json
+
+    theorem, names, device, n_clients, patterns, output = _check_inputs(args)
+    problem = _problem(args.problem, n_clients)
+    consts = estimate_constants(problem)
+    rows = []
+    bar = tqdm(total=len(names) * len(patterns) * (args.seeds + 1), unit="run", desc="fedverify check",
+               disable=True if args.no_progress else None, file=sys.stderr)
+    with bar:
+        for name in names:
+            for label, source in patterns:
+                bar.set_postfix_str(f"{name} on {label}")
+                rounds = min(args.rounds, source.n_rounds) if isinstance(source, Trace) else args.rounds
+                result = check(name, problem, source, theorem, seeds=args.seeds, rounds=rounds, local_steps=args.local_steps,
+                               constants=consts, confidence=args.confidence, device=device)
+                bar.update(args.seeds)
+                rows.append(_row(result, label, theorem, _curve(result, problem, source, consts, device)))
+                bar.update(1)
+    footnotes = check_footnotes(rows, theorem)
+    footnotes += [f"{label}: T={n} (the trace file's length)" for label, n in
+                  dict.fromkeys((r["pattern"], r["rounds"]) for r in rows if r["rounds"] < args.rounds)]
+    header = (f"{theorem} on {args.problem} (N={n_clients}, K={args.local_steps}, T={args.rounds}), "
+              f"{args.seeds} seeds, {args.confidence:.0%} one-sided limits")
+    summary = {"command": "check", "theorem": theorem, "problem": {"name": args.problem, "description": PROBLEMS[args.problem],
+               "n_clients": n_clients, "constants": consts.to_dict()}, "rounds": args.rounds, "local_steps": args.local_steps,
+               "seeds": args.seeds, "confidence": args.confidence, "footnotes": footnotes,
+               "rows": [_json_row(r) for r in rows]}
+    files = [write_json(output / "check.json", summary), write_csv(output / "check.csv", rows, CSV_FIELDS),
+             plot_check(rows, output / "check.png", header)]
+    return "\n".join([header, check_table(rows), *footnotes, "wrote " + ", ".join(map(str, files))])
+
+
+# ---------------------------------------------------------------------------- bound
+
+#: Options that fill a theorem parameter of the same meaning.
+_STANDARD = {"tau_max": "tau_max", "tau_avg": "tau_avg", "expected_tau_max": "tau_max", "expected_tau_avg": "tau_avg",
+             "eta_g": "eta_g", "eta_l": "eta_l", "T": "T"}
+_SCHEDULE_KEYS = ("beta", "nu")
+#: Constants some theorems read from ``Constants.extra``, by module.
+EXTRA_CONSTANTS = {"momentum": ("sigma_g2",), "logit": ("sigma2_surrogate",)}
+
+
+def theorems() -> dict:
+    """Every theorem, corollary and lemma of the four papers by name ("fedsum.theorem_4_1", ...)."""
+    from bounds import cafed, fedsum, logit, momentum
+
+    out = {}
+    for module in (fedsum, cafed, momentum, logit):
+        short = module.__name__.rsplit(".", 1)[-1]
+        for name, function in vars(module).items():
+            if name.startswith(("theorem_", "corollary_", "lemma_")) and inspect.isfunction(function) \
+                    and function.__module__ == module.__name__:
+                out[f"{short}.{name}"] = function
+    return out
+
+
+def _setting(text: str):
+    """NAME=VALUE → (name, value): a bool, int, float, vector "a,b", matrix "a,b;c,d" or a word."""
+    name, sep, raw = text.partition("=")
+    if not sep or not name.strip() or not raw.strip():
+        raise UsageError(f"--set expects NAME=VALUE, got {text!r}")
+    name, raw = name.strip(), raw.strip()
+    if raw.lower() in ("true", "false"):
+        return name, raw.lower() == "true"
+    if "," in raw or ";" in raw:
+        try:
+            rows = [[float(x) for x in row.split(",")] for row in raw.split(";")]
+            return name, np.array(rows[0] if ";" not in raw else rows)
+        except ValueError:
+            raise UsageError(f"--set {name}: expected comma-separated numbers, got {raw!r}") from None
+    for kind in (int, float):
+        try:
+            return name, kind(raw)
+        except ValueError:
+            pass
+    return name, raw
+
+
+def _missing_constants(args) -> list[str]:
+    return [flag for flag, value in (("--L", args.L), ("--sigma2", args.sigma2), ("--delta-f", args.delta_f))
+            if value is None]
+
+
+def _constants(args, extra: dict):
+    from bounds import Constants
+
+    fields = {k: extra.pop(k) for k in ("zeta2", "G2") if k in extra}
+    return Constants(L=args.L, sigma2=args.sigma2, delta_f=args.delta_f, F0=args.F0 or 0.0, n_clients=args.N or 1,
+                     local_steps=args.K or 1, rounds=args.T or 1, extra=dict(extra), **fields)
+
+
+def _schedule(args, settings: dict):
+    """The one-stage server schedule of --T, --eta-g, --eta-l and --set beta=, nu= (momentum theorems)."""
+    from bounds.momentum import single_stage
+
+    return single_stage(args.T, args.eta_g, args.eta_l, **{k: settings.pop(k) for k in _SCHEDULE_KEYS if k in settings})
+
+
+def _lookup_theorem(text: str):
+    known = theorems()
+    key = text.strip().lower()
+    if key in known:
+        return key, known[key]
+    matches = [k for k in known if k.split(".", 1)[1] == key]
+    if len(matches) == 1:
+        return matches[0], known[matches[0]]
+    raise UsageError(f"unknown theorem {text!r}; see fedverify bound --list")
+
+
+def _missing(params, args, settings: dict) -> list[str]:
+    """The options a call still lacks, as the user would type them."""
+    missing = []
+    for pname, p in params.items():
+        if pname in ("constants", "c"):
+            missing += _missing_constants(args)
+        elif pname == "schedule":
+            missing += [flag for flag, v in (("--T", args.T), ("--eta-g", args.eta_g), ("--eta-l", args.eta_l)) if v is None]
+        elif pname in settings or (pname in _STANDARD and getattr(args, _STANDARD[pname]) is not None):
+            continue
+        elif p.default is inspect.Parameter.empty:
+            missing.append(f"--{_STANDARD[pname].replace('_', '-')}" if pname in _STANDARD else f"--set {pname}=VALUE")
+    return list(dict.fromkeys(missing))
+
+
+def _bound_kwargs(name, function, args, settings: dict) -> dict:
+    """Keyword arguments for ``function`` from the options and --set (which it consumes)."""
+    params = inspect.signature(function).parameters
+    missing = _missing(params, args, settings)
+    if missing:
+        raise UsageError(f"{name} needs {', '.join(missing)}")
+    kwargs = {"schedule": _schedule(args, settings)} if "schedule" in params else {}
+    for pname in params:
+        if pname in settings:
+            kwargs[pname] = settings.pop(pname)
+        elif pname in _STANDARD and getattr(args, _STANDARD[pname]) is not None:
+            kwargs[pname] = getattr(args, _STANDARD[pname])
+    takes_constants = [p for p in ("constants", "c") if p in params]
+    allowed = (("zeta2", "G2") + EXTRA_CONSTANTS.get(name.split(".")[0], ())) if takes_constants else ()
+    unknown = [k for k in settings if k not in allowed]
+    if unknown:
+        takes = [p for p in params if p not in ("constants", "c", "schedule")] + list(allowed)
+        raise UsageError(f"{name} takes no input {', '.join(map(repr, unknown))}; --set takes {', '.join(takes)}")
+    for pname in takes_constants:
+        kwargs[pname] = _constants(args, settings)
+    return kwargs
+
+
+def _shown(kwargs: dict) -> dict:
+    """The inputs of a call, flattened for one line."""
+    shown = {}
+    for key, value in kwargs.items():
+        if key in ("constants", "c"):
+            shown.update({k: v for k, v in vars(value).items() if v is not None and k != "extra"})
+            shown.update(value.extra)
+        elif key == "schedule":
+            shown[key] = f"one stage (T={value.total_rounds})"
+        else:
+            shown[key] = np.array2string(value, separator=",") if isinstance(value, np.ndarray) else value
+    return shown
+
+
+def run_bound(args) -> str:
+    from bounds import Bound
+
+    if args.list:
+        return "\n".join(f"{name:24s} {(inspect.getdoc(f) or '').splitlines()[0]}" for name, f in theorems().items())
+    if not args.theorem:
+        raise UsageError("bound needs a THEOREM; see fedverify bound --list")
+    name, function = _lookup_theorem(args.theorem)
+    settings = dict(_setting(text) for text in args.set)
+    kwargs = _bound_kwargs(name, function, args, settings)
+    try:
+        bound = function(**kwargs)
+    except (TypeError, ArithmeticError) as err:
+        raise UsageError(f"{name}: {err}") from None
+    if not isinstance(bound, Bound):
+        raise UsageError(f"{name} returned {type(bound).__name__}, not a Bound")
+    if args.latex:
+        return bound.latex()
+    from .report import bound_report
+
+    return bound_report(name, bound, _shown(kwargs))
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def _one_line(err: Exception) -> str:
+    if isinstance(err, OSError):
+        where = f": {err.filename}" if err.filename else ""
+        return f"{err.strerror or type(err).__name__}{where}"
+    return " ".join(str(err).split())
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        command = args.command or "delays"
         if args.command is None:
-            args = parser.parse_args(["delays"])
-        output = {"delays": run_delays, "mc": run_mc, "bench": run_bench}[command](args)
-    except (UsageError, ValueError) as err:
-        print(f"fedverify: error: {err}", file=sys.stderr)
+            args = parser.parse_args(["check"])
+        commands = {"check": run_check, "delays": run_delays, "mc": run_mc, "bound": run_bound, "bench": run_bench}
+        output = commands[args.command](args)
+    except (UsageError, ValueError, OSError) as err:
+        print(f"fedverify: error: {_one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fedverify: interrupted", file=sys.stderr)

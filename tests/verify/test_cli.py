@@ -1,17 +1,30 @@
-"""The fedverify command: output, and one-line errors with exit code 2."""
+"""The fedverify command: output, files, and one-line errors with exit code 2."""
+import csv
+import json
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from bounds import Constants, cafed, fedsum, logit, momentum
 from participation import Trace, delay_metrics, preset
 from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo, paper_tau_max_bound
+from verify import cli
 from verify.cli import main
+from verify.report import CSV_FIELDS
+
+ROOT = Path(__file__).resolve().parents[2]
+PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def run_module(*args):
-    return subprocess.run([sys.executable, "-m", "verify", *args], capture_output=True, text=True, timeout=120)
+def run_module(*args, cwd=None, timeout=120):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "verify", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd, env=env)
 
 
 def test_delays_table_matches_library(capsys):
@@ -80,3 +93,238 @@ def test_bench_quick_reports_ratio(capsys):
     assert main(["bench", "--quick"]) == 0
     out = capsys.readouterr().out
     assert "delay metrics:" in out and "Monte-Carlo E[tau_max], gap sampling:" in out
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert all(f in result.stderr for f in fragments), result.stderr
+
+
+# ------------------------------------------------------------------ check: the default run, once
+
+
+@pytest.fixture(scope="module")
+def default_check(tmp_path_factory):
+    """`python -m verify check` with no options, run once in a fresh folder."""
+    cwd = tmp_path_factory.mktemp("check")
+    result = run_module("check", cwd=cwd, timeout=600)
+    assert result.returncode == 0, result.stderr
+    out = cwd / "fedverify-check"
+    return result.stdout, out, json.loads((out / "check.json").read_text())
+
+
+def test_default_check_verdicts_golden(default_check):
+    stdout, _, summary = default_check
+    rows = {(r["algorithm"], r["pattern"]): r for r in summary["rows"]}
+    assert set(rows) == {(a, p) for a in cli.CHECK_ALGORITHMS for p in ("P1", "P2", "P3")}
+    assert summary["theorem"] == "fedsum.theorem_4_1" and summary["problem"]["name"] == "quadratic"
+    for (algorithm, _), r in rows.items():
+        if algorithm in ("fedsum-b", "fedsum", "fedsum-cr"):
+            assert r["verdict"] == "holds" and r["covered"]
+        else:
+            assert r["label"].endswith("(ref)") and not r["covered"]
+    # FedSUM-CR's broken hypothesis shows in the label, the JSON and a footnote, never hidden
+    for p in ("P1", "P2", "P3"):
+        assert rows["fedsum-cr", p]["label"] == "holds*"
+        assert any("E.6" in c for c in rows["fedsum-cr", p]["violated_conditions"])
+        assert rows["fedsum", p]["label"] == "holds" and rows["fedsum", p]["violated_conditions"] == []
+    assert re.search(r"^\* fedsum-cr: .*E\.6", stdout, re.M) and re.search(r"^\(ref\) fedavg, scaffold", stdout, re.M)
+    header = stdout.splitlines()[1].split()
+    assert header == ["algorithm", "pattern", "tau_max", "tau_avg", "measured", "bound", "ratio", "verdict"]
+
+
+def test_default_check_files_parse(default_check):
+    _, out, summary = default_check
+    assert sorted(p.name for p in out.iterdir()) == ["check.csv", "check.json", "check.png"]   # no temporary files left
+    assert (out / "check.png").read_bytes()[:8] == PNG
+    with open(out / "check.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 15 and tuple(rows[0]) == CSV_FIELDS
+    by_key = {(r["algorithm"], r["pattern"]): r for r in summary["rows"]}
+    for row in rows:
+        assert float(row["measured"]) == pytest.approx(by_key[row["algorithm"], row["pattern"]]["measured"], rel=1e-12)
+        assert row["verdict"] == by_key[row["algorithm"], row["pattern"]]["verdict"]
+
+
+def test_default_check_numbers_are_consistent(default_check):
+    _, _, summary = default_check
+    T, N = summary["rounds"], summary["problem"]["n_clients"]
+    for r in summary["rows"]:
+        assert r["ratio"] == pytest.approx(r["measured"] / r["bound"], rel=1e-12)
+        assert r["lower"] <= r["measured"] <= r["upper"]
+        assert (r["verdict"] == "holds") == (r["upper"] <= r["bound"])
+        # the plotted curve is the first seed's run of the check itself
+        assert r["plotted_run"]["mean"] == pytest.approx(r["result"]["values"][0], rel=1e-9)
+        # delays of the judged trace, recomputed independently from the scaled preset
+        m = delay_metrics(preset(r["pattern"], n_clients=N, per_round=N // 5).sample(T, seed=0))
+        assert (r["tau_max"], r["tau_avg"]) == (m.tau_max, pytest.approx(m.tau_avg, rel=1e-12))
+        # the bound is Theorem 4.1 at the problem's exact constants and these delays
+        c = {k: v["value"] for k, v in summary["problem"]["constants"].items()}
+        consts = Constants(L=c["L"], sigma2=c["sigma2"], delta_f=c["delta_f"], F0=c["F0"], n_clients=N,
+                           local_steps=summary["local_steps"], rounds=T)
+        algorithm = r["algorithm"] if r["covered"] else "fedsum-b"
+        assert r["bound"] == pytest.approx(fedsum.theorem_4_1(consts, m.tau_max, m.tau_avg, algorithm=algorithm).value,
+                                           rel=1e-12)
+
+
+def test_bare_command_runs_check(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "run_check", lambda args: f"check with {args.algorithms} into {args.output}")
+    assert main([]) == 0
+    assert capsys.readouterr().out.strip() == f"check with {list(cli.CHECK_ALGORITHMS)} into fedverify-check"
+
+
+# ------------------------------------------------------------------ check: options, small runs in-process
+
+
+def test_check_with_a_trace_file_and_options(tmp_path, capsys):
+    trace = preset("P2", n_clients=8, per_round=2).sample(40, seed=3)
+    path = trace.save(tmp_path / "t.json")
+    args = ["check", "--patterns", str(path), "P3", "--algorithms", "fedsum,fedavg", "-T", "50", "-K", "2",
+            "--seeds", "2", "--no-progress", "--output", str(tmp_path / "out")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "(N=8, K=2, T=50)" in out and "t.json: T=40 (the trace file's length)" in out
+    rows = {(r["algorithm"], r["pattern"]): r for r in json.loads((tmp_path / "out" / "check.json").read_text())["rows"]}
+    assert set(rows) == {("fedsum", "t.json"), ("fedsum", "P3"), ("fedavg", "t.json"), ("fedavg", "P3")}
+    m = delay_metrics(trace)
+    assert rows["fedsum", "t.json"]["tau_max"] == m.tau_max and rows["fedsum", "t.json"]["rounds"] == 40
+    assert rows["fedsum", "P3"]["rounds"] == 50 and len(rows["fedsum", "P3"]["result"]["values"]) == 2
+
+
+# ------------------------------------------------------------------ bound
+
+
+BASE = ["--L", "1", "--sigma2", "1", "--delta-f", "20"]
+
+
+def _bound_cases():
+    c = Constants(L=1, sigma2=1, delta_f=20, F0=13, n_clients=20, local_steps=5, rounds=400)
+    cm = Constants(L=1, sigma2=1, delta_f=20, n_clients=20, local_steps=5, rounds=400, zeta2=0.5)
+    cl = Constants(L=1, sigma2=1, delta_f=20, n_clients=10, local_steps=5, rounds=400, zeta2=0.5,
+                   extra={"sigma2_surrogate": 0.2})
+    cc = Constants(L=1, sigma2=1, delta_f=20, n_clients=2)
+    fed = BASE + ["--F0", "13", "--N", "20", "--K", "5", "--T", "400", "--tau-max", "30", "--tau-avg", "14.2"]
+    return [
+        (["fedsum.theorem_4_1", *fed], lambda: fedsum.theorem_4_1(c, 30, 14.2)),
+        (["fedsum.theorem_4_1", *fed, "--set", "algorithm=fedsum-cr"], lambda: fedsum.theorem_4_1(c, 30, 14.2, algorithm="fedsum-cr")),
+        (["fedsum.lemma_d6", *fed, "--eta-g", "0.18", "--eta-l", "0.0036", "--set", "variant=printed"],
+         lambda: fedsum.lemma_d6(c, 0.18, 0.0036, 30, 14.2, variant="printed")),
+        (["fedsum.corollary_4_1", *fed], lambda: fedsum.corollary_4_1(c, 30, 14.2)),
+        (["momentum.theorem_4_1", *BASE, "--N", "20", "--K", "5", "--T", "400", "--eta-g", "1", "--eta-l", "0.001",
+          "--set", "zeta2=0.5", "--set", "beta=0.5", "--set", "nu=0.9"],
+         lambda: momentum.theorem_4_1(cm, momentum.single_stage(400, 1.0, 0.001, 0.5, 0.9))),
+        (["logit.theorem_2", *BASE, "--N", "10", "--K", "5", "--T", "400", "--set", "p=0.5", "--set", "eps_star=0.01",
+          "--set", "C1=1", "--set", "zeta2=0.5", "--set", "sigma2_surrogate=0.2"],
+         lambda: logit.theorem_2(cl, 0.5, 0.01, 1.0)),
+        (["cafed.theorem_1", *BASE, "--N", "2", "--set", "alpha=0.5,0.5", "--set", "q=0.5,0.5", "--set", "pi=0.9,0.5",
+          "--set", "mu=0.1", "--set", "Gamma=1", "--set", "eps_opt=0.01"],
+         lambda: cafed.theorem_1([0.5, 0.5], [0.5, 0.5], [0.9, 0.5], cc, mu=0.1, Gamma=1.0, eps_opt=0.01)),
+    ]
+
+
+@pytest.mark.parametrize("args, expected", _bound_cases(), ids=lambda v: v[0] if isinstance(v, list) else "")
+def test_bound_matches_library(args, expected, capsys):
+    assert main(["bound", *args]) == 0
+    out = capsys.readouterr().out
+    want = expected()
+    assert float(re.search(r"^value: (\S+)$", out, re.M).group(1)) == pytest.approx(want.value, rel=1e-5)
+    for name, term in want.terms.items():
+        assert f"  {name} = {term:.6g}" in out
+    assert all(c.name in out for c in want.conditions)
+    if want.step_sizes:
+        assert "step sizes: " in out
+    assert main(["bound", *args, "--latex"]) == 0
+    assert capsys.readouterr().out.strip() == want.latex()
+
+
+def test_bound_list_and_short_names(capsys):
+    assert main(["bound", "--list"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert {"fedsum.theorem_4_1", "fedsum.lemma_d6", "momentum.theorem_4_1", "logit.theorem_2", "cafed.theorem_2"} <= set(names)
+    assert main(["bound", "lemma_c6", *BASE, "--tau-max", "3", "--tau-avg", "1", "--eta-g", "1", "--eta-l", "0.01"]) == 0
+    assert capsys.readouterr().out.startswith("fedsum.lemma_c6: ")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["nosuch"], "unknown theorem 'nosuch'"),
+    (["theorem_4_1"], "unknown theorem"),                                     # ambiguous short name
+    (["fedsum.theorem_4_1", "--L", "-1", "--sigma2", "1", "--delta-f", "1", "--tau-max", "3", "--tau-avg", "1"],
+     "L must be > 0, got -1"),
+    (["fedsum.theorem_4_1", "--L", "abc"], "expected a number, got 'abc'"),
+    (["fedsum.theorem_4_1", "--L", "inf"], "must be finite"),
+    (["fedsum.theorem_4_1", "--N", "0"], "must be positive"),
+    (["fedsum.theorem_4_1", "--sigma2", "1"], "needs --L, --delta-f, --tau-max, --tau-avg"),
+    (["fedsum.lemma_d6", *BASE, "--tau-max", "3", "--tau-avg", "1"], "needs --eta-g, --eta-l"),
+    (["logit.theorem_2", *BASE], "needs --set p=VALUE, --set eps_star=VALUE, --set C1=VALUE"),
+    (["fedsum.theorem_4_1", *BASE, "--tau-max", "3", "--tau-avg", "1", "--set", "variant=bogus"], "'bogus'"),
+    (["fedsum.theorem_4_1", *BASE, "--tau-max", "3", "--tau-avg", "1", "--set", "beta=1"], "no input 'beta'"),
+    (["fedsum.theorem_4_1", *BASE, "--tau-max", "3", "--tau-avg", "1", "--set", "oops"], "NAME=VALUE, got 'oops'"),
+    (["fedsum.lemma_d6", *BASE, "--tau-max", "3", "--tau-avg", "1", "--eta-g", "1", "--set", "eta_l=a,b"], "'a,b'"),
+    (["logit.theorem_2", *BASE, "--N", "3", "--set", "p=2", "--set", "eps_star=0", "--set", "C1=1"], "got 2.0"),
+    ([], "needs a THEOREM"),
+])
+def test_bound_bad_input_is_one_line(args, fragment, capsys):
+    assert main(["bound", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and fragment in err and err.startswith("fedverify: error: ")
+
+
+# ------------------------------------------------------------------ delays and mc plots
+
+
+def test_delays_plot_of_presets_and_of_a_trace(tmp_path, capsys):
+    assert main(["delays", "P1", "P3", "-T", "80", "--reps", "3", "--plot", str(tmp_path / "tau.png")]) == 0
+    assert f"plot: {tmp_path / 'tau.png'}" in capsys.readouterr().out
+    assert (tmp_path / "tau.png").read_bytes()[:8] == PNG
+    path = Trace(np.eye(4, dtype=bool)).save(tmp_path / "t.csv")
+    assert main(["delays", "--trace", str(path), "--plot", str(tmp_path / "sub" / "tau.svg")]) == 0
+    assert "tau_max=3" in capsys.readouterr().out
+    assert b"<svg" in (tmp_path / "sub" / "tau.svg").read_bytes()[:500]
+
+
+def test_mc_table_and_plot(tmp_path, capsys):
+    assert main(["mc", "P2", "case3", "-T", "60", "--reps", "50", "--seed", "1", "--plot", str(tmp_path / "mc.png")]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "mc.png").read_bytes()[:8] == PNG
+    lines = {(case, line.split()[0]): line.split() for case in ("P2", "case3") for line in
+             out.split(f"{case}: T=60")[1].splitlines()[2:4]}
+    mc = monte_carlo(preset("P2"), 60, 50, 1, progress=False)
+    assert float(lines["P2", "tau_max"][1]) == pytest.approx(exact_tau_max(preset("P2"), 60), rel=1e-3)
+    assert float(lines["P2", "tau_avg"][1]) == pytest.approx(exact_tau_avg(preset("P2"), 60), rel=1e-3)
+    assert float(lines["P2", "tau_max"][2]) == pytest.approx(paper_tau_max_bound(preset("P2"), 60).value, rel=1e-3)
+    assert f"{mc.tau_max.mean:.4g} ± " in out and f"CI [{mc.tau_max.ci_low:.4g}, {mc.tau_max.ci_high:.4g}]" in out
+    assert float(lines["case3", "tau_max"][1]) == pytest.approx(exact_tau_max(preset("case3"), 60), rel=1e-3)
+
+
+# ------------------------------------------------------------------ errors and help, end to end
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["check", "--algorithms", "nosuch"], "unknown algorithm 'nosuch'"),
+    (["check", "--patterns", "nosuch"], "unknown pattern 'nosuch'"),
+    (["check", "--theorem", "nosuch"], "unknown theorem 'nosuch'"),
+    (["check", "--problem", "nosuch"], "unknown problem 'nosuch'"),
+    (["check", "--patterns", "missing.npz"], "missing.npz"),
+    (["check", "--seeds", "0"], "must be positive"),
+    (["bound", "nosuch"], "unknown theorem 'nosuch'"),
+    (["delays", "P1", "--plot", "tau.xyz"], "tau.xyz"),
+])
+def test_new_errors_are_one_line_exit_2(args, fragment, tmp_path):
+    assert_one_line_error(run_module(*args, cwd=tmp_path), fragment)
+
+
+def test_check_unreadable_trace_and_bad_output(tmp_path):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a zip file")
+    assert_one_line_error(run_module("check", "--patterns", str(bad), cwd=tmp_path), "bad.npz")
+    (tmp_path / "file").write_text("x")
+    assert_one_line_error(run_module("check", "--output", "file", cwd=tmp_path), "'file'", "not a folder")
+
+
+@pytest.mark.parametrize("command", [[], ["check"], ["delays"], ["mc"], ["bound"], ["bench"]])
+def test_help(command):
+    result = run_module(*command, "--help")
+    assert result.returncode == 0 and result.stdout.startswith(f"usage: fedverify {' '.join(command)}".rstrip())
+    if command == ["check"]:
+        assert "(ref)" in result.stdout and "holds*" in result.stdout and "quadratic" in result.stdout
