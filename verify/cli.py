@@ -189,6 +189,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_bound(commands)
 
+    experiment = commands.add_parser(
+        "experiment", help="a paper's experiment: 'fedsum' is FedSUM Section 5 (loss and test accuracy vs rounds "
+                           "and vs communication, FedSUM family against the baselines under P1/P2/P3)")
+    experiment.add_argument("name", choices=["fedsum"], help="the experiment (fedsum: FedSUM Section 5, Fig. 1a/1b)")
+    experiment.add_argument("--dataset", default="digits",
+                            help="digits (embedded, default), mnist, fashion-mnist, svhn or cifar10 (files under --root)")
+    experiment.add_argument("--root", help="folder holding the data set's standard files")
+    experiment.add_argument("--limit", type=_positive(int), help="use only the first LIMIT training samples")
+    experiment.add_argument("--clients", "-N", type=_positive(int), default=100, help="clients (paper: 100)")
+    experiment.add_argument("--alpha", type=float, default=0.1, help="Dirichlet label-split concentration (paper: 0.1)")
+    experiment.add_argument("--rounds", "-T", type=_positive(int), default=60, help="rounds (paper: 2000; default 60)")
+    experiment.add_argument("--local-steps", "-K", type=_positive(int), default=10, help="local updates (paper: 10)")
+    experiment.add_argument("--batch", type=_positive(int), default=32, help="mini-batch (paper: 128; default 32 for digits)")
+    experiment.add_argument("--eta-l", type=float, default=0.05, help="local rate, constant (paper: 0.01 decayed)")
+    experiment.add_argument("--eta-g", type=float, default=1.0, help="server rate (paper: 1.0)")
+    experiment.add_argument("--algorithms", nargs="+", help="default: fedsum fedsum-cr fedavg fedau fedawe fedvarp mifa scaffold")
+    experiment.add_argument("--patterns", nargs="+", default=["P1", "P2", "P3"])
+    experiment.add_argument("--record-every", type=_positive(int), default=5)
+    experiment.add_argument("--seed", type=_seed, default=0)
+    experiment.add_argument("--device", help="torch device, e.g. cuda")
+    experiment.add_argument("--output", "-o", default="fedverify-experiment", help="output folder (created)")
+    experiment.add_argument("--no-progress", action="store_true")
+
     bench = commands.add_parser("bench", help="throughput ratios against straightforward implementations")
     bench.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     bench.add_argument("--workers", type=_positive(int), default=1, help="also time Monte-Carlo on this many processes")
@@ -659,13 +682,42 @@ def _one_line(err: Exception) -> str:
     return " ".join(str(err).split())
 
 
+def run_experiment(args) -> str:
+    """FedSUM Section 5 on the chosen data set; writes experiment.json/.csv/.png."""
+    from algorithms import names
+    from participation.patterns import preset_names
+    from verify import experiment
+
+    algorithms = args.algorithms or list(experiment.ALGORITHMS)
+    for name in algorithms:
+        if name not in names():
+            raise UsageError(f"unknown algorithm {name!r}; choose from {', '.join(names())}")
+    for pattern in args.patterns:
+        if pattern not in preset_names():
+            raise UsageError(f"unknown pattern {pattern!r}; choose from {', '.join(preset_names())}")
+    for flag, value in (("--alpha", args.alpha), ("--eta-l", args.eta_l), ("--eta-g", args.eta_g)):
+        if not value > 0:
+            raise UsageError(f"{flag} must be > 0, got {value}")
+    problem = experiment.build_problem(args.dataset, args.root, args.clients, args.alpha, args.batch, args.seed,
+                                       args.limit, args.device)
+    result = experiment.fedsum_experiment(problem, args.rounds, algorithms=algorithms, patterns=args.patterns,
+                                          local_steps=args.local_steps, eta_l=args.eta_l, eta_g=args.eta_g,
+                                          seed=args.seed, record_every=args.record_every, device=args.device,
+                                          progress=not args.no_progress and sys.stderr.isatty())
+    paths = experiment.write(result, args.output)
+    head = (f"FedSUM Section 5 on {args.dataset}: N={args.clients}, Dirichlet({args.alpha}), K={args.local_steps}, "
+            f"T={args.rounds}, batch {args.batch}, eta_l={args.eta_l} (constant), eta_g={args.eta_g}")
+    return "\n".join([head, result.table(), "wrote " + ", ".join(str(p) for p in paths)])
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         if args.command is None:
             args = parser.parse_args(["check"])
-        commands = {"check": run_check, "delays": run_delays, "mc": run_mc, "bound": run_bound, "bench": run_bench}
+        commands = {"check": run_check, "delays": run_delays, "mc": run_mc, "bound": run_bound, "bench": run_bench,
+                    "experiment": run_experiment}
         output = commands[args.command](args)
     except (UsageError, ValueError, OSError) as err:
         print(f"fedverify: error: {_one_line(err)}", file=sys.stderr)

@@ -1,0 +1,58 @@
+"""`fedverify experiment fedsum`: FedSUM Section 5 on the embedded digits and on MNIST-format files."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.algorithms.test_data import write_idx_set
+from tests.verify.test_cli import run_module
+from verify import experiment
+
+
+def test_runs_share_traces_and_record_loss_accuracy_and_communication():
+    problem = experiment.build_problem("digits", n_clients=10, alpha=0.5, batch_size=16, seed=0)
+    result = experiment.fedsum_experiment(problem, rounds=12, algorithms=("fedavg", "fedsum", "scaffold"),
+                                          patterns=("P1", "P2"), local_steps=3, eta_l=0.1, record_every=4)
+    assert set(result.curves) == {(a, p) for a in ("fedavg", "fedsum", "scaffold") for p in ("P1", "P2")}
+    for (name, _), curve in result.curves.items():
+        assert curve["rounds"].tolist() == [0, 4, 8]
+        assert np.all((curve["accuracy"] >= 0) & (curve["accuracy"] <= 1))
+        assert curve["communication"][0] == 0 and np.all(np.diff(curve["communication"]) > 0)
+    # every algorithm starts from the same model: identical round-0 loss and accuracy
+    first = {c["loss"][0] for c in result.curves.values()}
+    assert len(first) == 1
+    # SCAFFOLD sends twice FedAvg's floats each way on the same trace
+    fedavg, scaffold = result.curves[("fedavg", "P1")], result.curves[("scaffold", "P1")]
+    assert np.allclose(scaffold["communication"], 2 * fedavg["communication"])
+    assert all(np.isfinite(c["loss"]).all() for c in result.curves.values()) and not result.stopped
+    assert "fedsum" in result.table()
+
+
+def test_command_on_mnist_format_files(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_idx_set(data, "train", n=40, gz=True)
+    write_idx_set(data, "test", n=10)
+    out = tmp_path / "out"
+    done = run_module("experiment", "fedsum", "--dataset", "mnist", "--root", str(data), "--clients", "4",
+                      "--rounds", "3", "--local-steps", "1", "--batch", "4", "--algorithms", "fedsum", "fedavg",
+                      "--patterns", "P1", "--record-every", "1", "-o", str(out), timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / "experiment.json").read_text())
+    assert {r["algorithm"] for r in report["runs"]} == {"fedsum", "fedavg"}
+    assert report["setting"]["dim"] == 51_480  # FedSUM Table 2's MNIST CNN
+    assert (out / "experiment.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "experiment.csv").read_text().startswith("algorithm,pattern,round,loss,accuracy,models_sent")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--dataset", "mnist", "--root", "missing-folder"), "train-images-idx3-ubyte"),
+    (("--algorithms", "fedsun"), "unknown algorithm 'fedsun'"),
+    (("--patterns", "P9"), "unknown pattern 'P9'"),
+    (("--alpha", "0"), "--alpha must be > 0"),
+])
+def test_bad_input_is_one_line_exit_2(args, message):
+    done = run_module("experiment", "fedsum", *args)
+    assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1
