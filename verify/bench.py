@@ -76,7 +76,7 @@ def monte_carlo_ratios(quick: bool = False, workers: int = 1) -> list[Ratio]:
         "gaps": lambda: monte_carlo(pattern, rounds, reps, seed=0, progress=False, method="gaps"),
         "trace": lambda: monte_carlo(pattern, rounds, reps, seed=0, progress=False, method="trace"),
     }.items():
-        timings[name] = min(_timed(run) for _ in range(2))
+        timings[name] = min(_timed(run) for _ in range(3))
     workload = f"Case 2, N={n}, p={p}, T={rounds}, {reps} replicates"
     ratios = [Ratio("Monte-Carlo E[tau_max], gap sampling", workload, timings["straightforward"], timings["gaps"]),
               Ratio("Monte-Carlo E[tau_max], whole traces", workload, timings["straightforward"], timings["trace"])]
