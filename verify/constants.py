@@ -47,8 +47,12 @@ class Quantity:
     method: str
 
     def upper(self, z: float = 0.0) -> float:
-        """value + z·uncertainty (the value itself when exact)."""
-        return self.value if self.exact else self.value + z * self.uncertainty
+        """value + z·uncertainty (the value itself when exact or z = 0)."""
+        if self.exact or z == 0:
+            return self.value
+        if not math.isfinite(self.uncertainty):
+            raise ValueError(f"cannot inflate an estimate of unknown uncertainty by z={z} ({self.method})")
+        return self.value + z * self.uncertainty
 
     def __str__(self) -> str:
         return f"{self.value:.6g} (exact)" if self.exact else f"{self.value:.6g} ± {self.uncertainty:.2g} (estimated)"
@@ -82,7 +86,9 @@ class EstimatedConstants:
                          local_steps=local_steps, rounds=rounds)
 
     def to_dict(self) -> dict:
-        return {name: {"value": q.value, "uncertainty": q.uncertainty, "exact": q.exact, "method": q.method}
+        """JSON-ready; an unknown or unbounded uncertainty is None."""
+        return {name: {"value": q.value, "uncertainty": q.uncertainty if math.isfinite(q.uncertainty) else None,
+                       "exact": q.exact, "method": q.method}
                 for name in NAMES for q in [getattr(self, name)]}
 
     def __str__(self) -> str:
@@ -199,6 +205,19 @@ def _known(problem, use_exact: bool) -> tuple[dict, dict]:
     pc = problem.constants()
     known = {name: float(getattr(pc, name)) for name in NAMES if name in pc.exact}
     return known, dict(getattr(pc, "notes", {}) or {})
+
+
+def problem_constants(problem) -> EstimatedConstants:
+    """The problem's own ``constants()`` as they are, each labelled exact or estimated (with
+    an unknown uncertainty, nan, for estimates): a cheap alternative to
+    :func:`estimate_constants` for problems whose constants are costly to re-estimate (the
+    CNNs), where the problem's notes say how each number was obtained."""
+    pc = problem.constants()
+    notes = dict(getattr(pc, "notes", {}) or {})
+    quantities = {name: Quantity(float(getattr(pc, name)), 0.0 if name in pc.exact else math.nan, name in pc.exact,
+                                 "problem.constants()" + (f": {notes[name]}" if name in notes else ""))
+                  for name in NAMES}
+    return EstimatedConstants(**quantities, n_clients=problem.n_clients)
 
 
 def estimate_constants(problem, *, use_exact: bool = True, points=None, run_steps: int = 10,

@@ -56,3 +56,14 @@ def test_command_on_mnist_format_files(tmp_path):
 def test_bad_input_is_one_line_exit_2(args, message):
     done = run_module("experiment", "fedsum", *args)
     assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_check_on_the_cnn_labels_estimated_constants(tmp_path):
+    done = run_module("check", "--problem", "cnn-digits", "--algorithms", "fedsum", "--patterns", "P1",
+                      "--rounds", "20", "--seeds", "2", "--no-progress", "-o", str(tmp_path), timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "estimated constants (L, sigma2, f_star, delta_f)" in done.stdout
+    report = json.loads((tmp_path / "check.json").read_text())
+    constants = report["problem"]["constants"]
+    assert constants["F0"]["exact"] and not constants["L"]["exact"] and constants["L"]["uncertainty"] is None
+    assert report["rows"][0]["verdict"] in ("holds", "violated", "inconclusive")
