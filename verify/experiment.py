@@ -15,18 +15,18 @@ the user's files.
 """
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from .report import figure, number, save_figure, write_csv, write_json
+
 ALGORITHMS = ("fedsum", "fedsum-cr", "fedavg", "fedau", "fedawe", "fedvarp", "mifa", "scaffold")
 PATTERNS = ("P1", "P2", "P3")
 #: Extra hyper-parameters per algorithm (FedAU's cutoff "K = 50", 000 line 2364).
 EXTRA = {"fedau": {"cutoff": 50}}
+CSV_FIELDS = ("algorithm", "pattern", "round", "loss", "accuracy", "models_sent")
 
 
 @dataclass
@@ -40,7 +40,8 @@ class ExperimentResult:
 
     def to_dict(self) -> dict:
         return {"setting": self.setting,
-                "runs": [{"algorithm": a, "pattern": p, **{k: v.tolist() for k, v in c.items()},
+                "runs": [{"algorithm": a, "pattern": p, "rounds": c["rounds"].tolist(),
+                          **{k: [number(v) for v in c[k]] for k in ("loss", "accuracy", "communication")},
                           "stopped": self.stopped.get((a, p))} for (a, p), c in self.curves.items()]}
 
     def table(self) -> str:
@@ -101,54 +102,33 @@ def fedsum_experiment(problem, rounds: int = 100, *, algorithms=ALGORITHMS, patt
     return result
 
 
-def plot(result: ExperimentResult, path) -> None:
+def plot(result: ExperimentResult, path) -> Path:
     """Fig. 1a/1b: loss and test accuracy against rounds (top) and against models sent (bottom)."""
-    from matplotlib.figure import Figure
-
     patterns = sorted({p for _, p in result.curves})
-    fig = Figure(figsize=(4.2 * len(patterns), 11))
-    axes = fig.subplots(4, len(patterns), squeeze=False)
+    fig, axes = figure(4, len(patterns), size=(4.2, 2.7))
+    panels = (("rounds", "loss", "round", "training loss"), ("rounds", "accuracy", "round", "test accuracy"),
+              ("communication", "loss", "models sent", "training loss"),
+              ("communication", "accuracy", "models sent", "test accuracy"))
     for col, pattern in enumerate(patterns):
-        for (name, p), c in result.curves.items():
-            if p != pattern:
-                continue
-            for row, (x, y) in enumerate(((c["rounds"], c["loss"]), (c["rounds"], c["accuracy"]),
-                                          (c["communication"], c["loss"]), (c["communication"], c["accuracy"]))):
-                if y.size:
-                    axes[row, col].plot(x, y, label=name)
+        for row, (x, y, xlabel, ylabel) in enumerate(panels):
+            ax = axes[row, col]
+            for (name, p), curve in result.curves.items():
+                if p == pattern and curve[y].size:
+                    ax.plot(curve[x], curve[y], label=name)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
         axes[0, col].set_title(pattern)
-        for row, (xl, yl) in enumerate((("round", "training loss"), ("round", "test accuracy"),
-                                        ("models sent", "training loss"), ("models sent", "test accuracy"))):
-            axes[row, col].set_xlabel(xl)
-            axes[row, col].set_ylabel(yl)
     axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    _atomic(path, lambda tmp: fig.savefig(tmp, format=Path(path).suffix.lstrip(".") or "png"))
+    return save_figure(fig, path)
 
 
 def write(result: ExperimentResult, folder) -> list[Path]:
     """experiment.json, experiment.csv and experiment.png in ``folder`` (created), atomically."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / "experiment.json", folder / "experiment.csv", folder / "experiment.png"]
-    _atomic(paths[0], lambda tmp: Path(tmp).write_text(json.dumps(result.to_dict(), indent=1)))
-    lines = ["algorithm,pattern,round,loss,accuracy,models_sent"]
-    for (a, p), c in result.curves.items():
-        for k, t in enumerate(c["rounds"]):
-            acc = c["accuracy"][k] if c["accuracy"].size else ""
-            lines.append(f"{a},{p},{int(t)},{c['loss'][k]:.8g},{acc},{c['communication'][k]:.6g}")
-    _atomic(paths[1], lambda tmp: Path(tmp).write_text("\n".join(lines) + "\n"))
-    plot(result, paths[2])
-    return paths
-
-
-def _atomic(path, write_to) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        write_to(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    rows = [{"algorithm": a, "pattern": p, "round": int(t), "loss": float(c["loss"][k]),
+             "accuracy": float(c["accuracy"][k]) if c["accuracy"].size else "",
+             "models_sent": float(c["communication"][k])}
+            for (a, p), c in result.curves.items() for k, t in enumerate(c["rounds"])]
+    return [write_json(folder / "experiment.json", result.to_dict()),
+            write_csv(folder / "experiment.csv", rows, CSV_FIELDS),
+            plot(result, folder / "experiment.png")]

@@ -67,3 +67,15 @@ def test_check_on_the_cnn_labels_estimated_constants(tmp_path):
     constants = report["problem"]["constants"]
     assert constants["F0"]["exact"] and not constants["L"]["exact"] and constants["L"]["uncertainty"] is None
     assert report["rows"][0]["verdict"] in ("holds", "violated", "inconclusive")
+
+
+def test_a_diverged_run_is_still_written(tmp_path):
+    result = experiment.ExperimentResult({"rounds": 6})
+    result.curves[("fedavg", "P1")] = {"rounds": np.array([0, 5]), "loss": np.array([2.3, np.inf]),
+                                       "accuracy": np.array([0.1, np.nan]), "communication": np.array([0.0, 10.0])}
+    result.stopped[("fedavg", "P1")] = "loss became inf at round 5"
+    json_path, csv_path, png_path = experiment.write(result, tmp_path)
+    run = json.loads(json_path.read_text())["runs"][0]
+    assert run["loss"] == [2.3, "inf"] and run["stopped"] == "loss became inf at round 5"
+    assert csv_path.read_text().splitlines()[2].startswith("fedavg,P1,5,inf")
+    assert png_path.read_bytes()[:4] == b"\x89PNG"
