@@ -416,6 +416,11 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
         return {"eta_g": s["eta_g"], "eta_l": s["eta_l"]}
 
     steps_per_trace = [prescribed(m) for m in metrics]
+    for s in steps_per_trace:
+        if not all(0 < s[k] < math.inf for k in ("eta_g", "eta_l")):
+            raise ValueError(f"the step sizes eta_g={s['eta_g']:.3g}, eta_l={s['eta_l']:.3g} are not positive and finite "
+                             f"(L={consts.L:.3g}, sigma2={consts.sigma2:.3g}, delta_f={consts.delta_f:.3g}); "
+                             "check the problem's constants")
     if expectation:
         tau_max, tau_avg = e_max, e_avg
         result_bound = _evaluate(spec, constants=consts, expected_tau_max=e_max, expected_tau_avg=e_avg,

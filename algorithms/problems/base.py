@@ -9,6 +9,7 @@ seed see identical noise.
 """
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -42,6 +43,10 @@ class FederatedProblem(ABC):
     device: torch.device
     #: The starting point at which ``constants()`` are taken (``run`` starts there by default).
     x0: torch.Tensor
+    #: Whether f is convex; a non-convex problem's f* can only be searched locally.
+    convex: bool = False
+    #: A number known to lie below inf f (−inf when none is known), e.g. 0 for a cross-entropy loss.
+    loss_lower_bound: float = -math.inf
 
     @abstractmethod
     def loss(self, x: torch.Tensor) -> torch.Tensor:

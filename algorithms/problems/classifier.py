@@ -84,6 +84,8 @@ class Classifier(ClientDataProblem):
     (hidden units stay identical), so it is no starting point.
     """
 
+    loss_lower_bound = 0.0      # cross-entropy ≥ 0 and reg ≥ 0
+
     def __init__(self, features_per_client, labels_per_client, hidden: int = 32, activation: str = "tanh",
                  reg: float = 0.0, batch_size: int = 16, n_classes: int | None = None, init_seed=0,
                  dtype=torch.float64, device=None, *, model: str = "mlp", image_shape=None, dataset: str | None = None,

@@ -51,6 +51,9 @@ class Logistic(ClientDataProblem):
     operation over the clients' zero-padded data.
     """
 
+    convex = True
+    loss_lower_bound = 0.0      # cross-entropy ≥ 0 and reg ≥ 0
+
     def __init__(self, features_per_client, labels_per_client, reg: float = 1e-3, batch_size: int = 16,
                  n_classes: int | None = None, intercept: bool = True, dtype=torch.float64, device=None):
         self.reg = _check_nonneg(reg, "reg")

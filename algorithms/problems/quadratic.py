@@ -78,6 +78,8 @@ class Quadratic(FederatedProblem):
     float64 from the data as given.
     """
 
+    convex = True
+
     def __init__(self, A, b, noise_std: float = 0.0, *, dtype: torch.dtype = torch.float64, device=None):
         A64, b64, noise_std = _validate(A, b, noise_std)
         self._A64, self._b64 = A64, b64
