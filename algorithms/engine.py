@@ -8,6 +8,7 @@ Round t hands the algorithm S_t as a sorted long tensor and the generators of (s
 """
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from typing import Iterator
 
@@ -19,6 +20,7 @@ from participation import Trace
 from .base import Algorithm
 from .history import History
 from .noise import NoiseStream
+from .schedules import checked_factor, local_rate_factor
 
 __all__ = ["run", "iterate", "prepare"]
 
@@ -56,38 +58,43 @@ def prepare(algorithm, problem, trace, device=None, x0=None, dtype=None):
     return problem, trace, x0
 
 
-def iterate(algorithm: Algorithm, problem, trace, seed=0, device=None, x0=None, dtype=None) -> Iterator:
+def iterate(algorithm: Algorithm, problem, trace, seed=0, device=None, x0=None, dtype=None,
+            local_schedule=None) -> Iterator:
     """The states s_0, s_1, …, s_T of a run (s_t holds x_t); same inputs as ``run``."""
+    factor = local_rate_factor(local_schedule)
     problem, trace, x0 = prepare(algorithm, problem, trace, device, x0, dtype)
     noise = NoiseStream(seed, problem.device)
-    yield from _states(algorithm, problem, trace, x0, noise)
+    yield from _states(algorithm, problem, trace, x0, noise, factor)
 
 
-def _states(algorithm, problem, trace, x0, noise) -> Iterator:
+def _states(algorithm, problem, trace, x0, noise, factor=None) -> Iterator:
     state = algorithm.init(problem, x0)
     yield state
     for t in range(trace.n_rounds):
         active = torch.as_tensor(np.flatnonzero(trace.mask[t]), dtype=torch.long, device=problem.device)
-        state = algorithm.round(state, problem, active, t, noise.for_round(t))
+        at_t = algorithm if factor is None else dataclasses.replace(algorithm, eta_l=algorithm.eta_l * checked_factor(factor, t))
+        state = at_t.round(state, problem, active, t, noise.for_round(t))
         yield state
 
 
 def run(algorithm: Algorithm, problem, trace, seed=0, device=None, x0=None, record_every: int = 1,
-        dtype=None) -> History:
+        dtype=None, local_schedule=None) -> History:
     """Run ``algorithm`` on ``problem`` for the T rounds of ``trace`` (a Trace or a (T, N) 0/1 mask).
 
     ``seed``: None, an int ≥ 0 or a numpy Generator (noise of round t, step k comes from
     (seed, t, k)); ``device``/``dtype``: where and in which precision to run (default: the
     problem's); ``x0``: the start (default ``problem.x0`` where the problem has one, else zeros); ``record_every``: record rounds
-    0, r, 2r, … < T. Returns a ``History``.
+    0, r, 2r, … < T; ``local_schedule``: round t runs with η_l·factor(t) (None: constant; "sqrt":
+    FedSUM §5's 1/√(t/10+1); or a callable, see ``algorithms.schedules``). Returns a ``History``.
     """
+    factor = local_rate_factor(local_schedule)
     if isinstance(record_every, bool) or not isinstance(record_every, numbers.Integral) or record_every < 1:
         raise ValueError(f"record_every must be an integer ≥ 1, got {record_every!r}")
     problem, trace, x0 = prepare(algorithm, problem, trace, device, x0, dtype)
     noise = NoiseStream(seed, problem.device)
     rounds, grad2, losses, accs = [], [], [], []
     stopped, final = None, x0
-    for t, state in enumerate(_states(algorithm, problem, trace, x0, noise)):
+    for t, state in enumerate(_states(algorithm, problem, trace, x0, noise, factor)):
         executed = t                                   # rounds run so far
         if not torch.isfinite(state.x).all():
             stopped = f"params became {_bad(state.x)} at round {t}"

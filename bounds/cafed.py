@@ -707,17 +707,39 @@ class KKTSolution:
     bound: float
 
 
-def _quadratic_roots(qa: float, qb: float, qc: float) -> list[float]:
-    """Real roots of qa·θ² + qb·θ + qc (stable form; linear when qa ≈ 0)."""
-    scale = max(abs(qa), abs(qb), abs(qc), 1e-300)
-    if abs(qa) <= 1e-13 * scale:
-        return [-qc / qb] if qb != 0 else []
-    disc = qb * qb - 4 * qa * qc
-    if disc < -1e-12 * qb * qb:
-        return []
-    root = math.sqrt(max(disc, 0.0))
-    w = -0.5 * (qb + math.copysign(root, qb))
-    return [w / qa] + ([qc / w] if w != 0 else [])
+#: ``optimal_weights`` checks ‖q*‖₁ = Q and J(q*) = ι* + C to this relative tolerance.
+KKT_RTOL = 1e-9
+
+
+def _kkt_candidate(pi: np.ndarray, w: np.ndarray, B: float, Q: float, S: np.ndarray):
+    """(ι, θ, r, scale) of the KKT system of (212) on support S (a boolean mask), centred form.
+
+    With w_k = 1/A_kk, a = Σ_S w_k, b = Σ_S π_k w_k, π̄ = b/a and V = Σ_S w_k(π_k − π̄)² (all
+    sums of non-negative terms), q_k = r_k/A_kk (224), ‖q‖₁ = Q (226) and ∂𝓛/∂s = 0, i.e.
+    ι πᵀq = ½qᵀAq + B (Appendix E, lines 1401–1463), reduce to
+
+        r_k := ι π_k − θ = Q/a + ι(π_k − π̄),     aV·ι² + 2Qb·ι − (Q² + 2aB) = 0.
+
+    The quadratic has one positive root, ι = R²/(Qb + √(Q²b² + aV R²)) with R² = Q² + 2aB
+    (no cancellation; R and the square root are formed with ``hypot``, so 2aB cannot
+    overflow). π_k − π̄ is taken as (π_k − π_max) − (π̄ − π_max), differences of nearby
+    numbers, so its error scales with the spread of π, not with π. θ = ιπ̄ − Q/a; ``scale``
+    is Q/a + ι|π_k − π̄|, the size of the terms in r_k. None when ι overflows a float.
+    """
+    d = pi - pi.max()                                  # ≤ 0; exact when π_k is near π_max
+    a = math.fsum(w[S])
+    b = math.fsum(pi[S] * w[S])
+    dbar = math.fsum(d[S] * w[S]) / a
+    dev = d - dbar                                     # π_k − π̄
+    V = math.fsum(w[S] * dev[S] ** 2)
+    R = math.hypot(Q, math.sqrt(2 * a) * math.sqrt(B))
+    iota = R * (R / (Q * b + math.hypot(Q * b, math.sqrt(a * V) * R)))
+    if not (math.isfinite(iota) and iota > 0):
+        return None  # ι* ≥ J(q*) − C overflows a float
+    r = Q / a + iota * dev
+    theta = iota * (pi.max() + dbar) - Q / a
+    scale = Q / a + iota * np.abs(dev)                 # size of the terms summed in r_k
+    return iota, theta, r, scale
 
 
 def optimal_weights(problem: WeightProblem) -> KKTSolution:
@@ -735,30 +757,50 @@ def optimal_weights(problem: WeightProblem) -> KKTSolution:
     (dual feasibility); then J(q*) = ι* + C. The paper stops at (227), which still contains
     s*; this closes it. Note q_k* = (ι* − θ*/π_k)/(2(E+1)σ_k²S₂) grows with π_k only when
     θ* > 0 (Guideline A, line 194, holds only then; cafed.md T9).
+
+    Numerics: the θ-form above cancels catastrophically when B is large (B = υ holds
+    M = 2^N, ~1e29 at N = 100, and θ ≈ ιπ_max ~ B), so it is evaluated in the equivalent
+    centred form, with π̄ = b/a, V = Σ_S (π_k − π̄)²/A_kk (so ac − b² = aV)::
+
+        aV·ι² + 2Qb·ι − (Q² + 2aB) = 0 (positive root),   q_k = (Q/a + ι(π_k − π̄))/A_kk on S,
+
+    which satisfies Σ_S q_k = Q identically and subtracts no large nearly-equal numbers
+    (``_kkt_candidate``). The result is checked: ‖q*‖₁ = Q and J(q*) = ι* + C to a relative
+    ``KKT_RTOL``; a ValueError is raised when no candidate support passes.
     """
     pi, A, B, Q = problem.pi, problem.A, problem.B, problem.Q
+    w = 1.0 / A
     order = np.argsort(-pi, kind="stable")
     ranked = pi[order]
-    best = None
+    best, overflow = None, False
     for m in range(1, pi.size + 1):
         if m < pi.size and ranked[m - 1] == ranked[m]:
             continue  # equal availabilities are in or out together
-        S = order[:m]
-        a, b, c = np.sum(1 / A[S]), np.sum(pi[S] / A[S]), np.sum(pi[S] ** 2 / A[S])
-        for theta in _quadratic_roots(a * (a * c - b * b), 2 * Q * a * c, c * Q * Q - 2 * B * b * b):
-            iota = (Q + theta * a) / b
-            qS = (iota * pi[S] - theta) / A[S]
-            out = np.setdiff1d(np.arange(pi.size), S)
-            tol = 1e-9 * max(1.0, abs(theta), abs(iota))
-            if iota <= 0 or np.any(qS <= -1e-12 * Q) or np.any(iota * pi[out] > theta + tol):
-                continue
-            q = np.zeros_like(pi)
-            q[S] = np.maximum(qS, 0.0)
-            value = problem.J(q)
-            if best is None or value < best[0]:
-                best = (value, q, iota, theta)
+        S = np.zeros(pi.size, dtype=bool)
+        S[order[:m]] = True
+        candidate = _kkt_candidate(pi, w, B, Q, S)
+        if candidate is None:
+            overflow = True
+            continue
+        iota, theta, r, scale = candidate
+        tol = 1e-9 * scale
+        if np.any(r[S] < -tol[S]) or np.any(r[~S] > tol[~S]):
+            continue  # primal (q_S ≥ 0) or dual (ιπ_k ≤ θ off S) feasibility fails
+        q = np.where(S, np.maximum(r, 0.0) * w, 0.0)
+        total = math.fsum(q)
+        if not (total > 0 and abs(total - Q) <= KKT_RTOL * Q):
+            continue
+        value = problem.J(q)
+        if not (math.isfinite(value) and abs(value - (iota + problem.C)) <= KKT_RTOL * (iota + problem.C)):
+            continue
+        if best is None or value < best[0]:
+            best = (value, q, iota, theta)
+    if best is None and overflow:
+        raise ValueError(f"the optimum of Problem (212) overflows a float (iota* = J(q*) - C > 1.8e308 with "
+                         f"B = {B!r}); the bound is vacuous here")
     if best is None:
-        raise RuntimeError("no KKT point found for Problem (212); the inputs may be numerically degenerate")
+        raise ValueError(f"no KKT point of Problem (212) satisfies ||q||_1 = Q = {Q!r} and J(q) = iota + C to "
+                         f"relative {KKT_RTOL:g}; the inputs (B = {B!r}) may be numerically degenerate")
     value, q, iota, theta = best
     return KKTSolution(q, float(iota), float(theta), q > 0, value, value / problem.S_T)
 
@@ -769,8 +811,9 @@ class WeightSolution:
     """Best local minimum of the combined objective over several starts.
 
     ``q``; ``value`` the objective; ``opt`` = J(q)/S_T and ``bias`` = weight·Γ·divergence
-    at q; ``local_values`` the objective at each start's local minimum (distinct values
-    reveal the non-convexity).
+    at q; ``local_values`` the best objective reached from each start (the start itself or a
+    projected SLSQP end point; distinct values reveal the non-convexity); ``value`` is their
+    minimum.
     """
 
     q: np.ndarray
@@ -787,6 +830,17 @@ def _chi2_and_grad(q, pi, alpha):
     return u * R - 1.0, pi * R - alpha**2 * u / (pi * q**2)
 
 
+def _chi2_value(q, pi, alpha) -> float:
+    """χ²(α, π⊙̃q) = u Σ_{q_k>0} α_k²/(π_k q_k) − 1, u = πᵀq, for any q ≥ 0 (Thm 1, line 144).
+
+    ∞ when some q_k = 0 < α_k; terms with α_k = q_k = 0 count as 0 (as in ``chi2``).
+    """
+    if np.any((q <= 0) & (alpha > 0)):
+        return math.inf
+    keep = q > 0
+    return float((pi @ q) * np.sum(alpha[keep] ** 2 / (pi[keep] * q[keep])) - 1.0)
+
+
 def _tv2_and_grad(q, pi, alpha):
     """d_TV²(α, π⊙̃q) and a (sub)gradient: ∂p_k/∂q_j = (π_k δ_kj − p_k π_j)/u."""
     u = pi @ q
@@ -794,6 +848,20 @@ def _tv2_and_grad(q, pi, alpha):
     d = 0.5 * np.abs(p - alpha).sum()
     sign = np.sign(p - alpha)
     return d * d, 2 * d * 0.5 * pi * (sign - sign @ p) / u
+
+
+def _project(q: np.ndarray, Q: float) -> np.ndarray | None:
+    """q clipped to q ≥ 0 and rescaled to ‖q‖₁ = Q; None when nothing positive is left."""
+    q = np.clip(np.asarray(q, dtype=float), 0.0, None)
+    total = q.sum()
+    if not (np.all(np.isfinite(q)) and total > 0):
+        return None
+    return q * (Q / total)
+
+
+#: SLSQP passes per start: each restarts from the last end point with the objective rescaled by
+#: its value there (SLSQP's ftol is absolute, so a start 1e8 above the optimum stops early).
+SLSQP_PASSES = 3
 
 
 def solve_weights(problem: WeightProblem, *, alpha=None, Gamma: float = 0.0, bias: str = "chi2",
@@ -811,8 +879,15 @@ def solve_weights(problem: WeightProblem, *, alpha=None, Gamma: float = 0.0, bia
     convex on the simplex for heterogeneous π (cafed.md T8, a counterexample is in the
     tests), and the TV version is non-smooth and non-convex too (line 190). So SLSQP is run
     from several starts — the KKT optimum of J alone, uniform, unbiased q ∝ α/π, and
-    ``starts`` random Dirichlet points (``seed``) — and the best local minimum is kept.
+    ``starts`` random Dirichlet points (``seed``) — and the best point is kept.
     With Γ = 0 (or weight 0) the problem is (212) and agrees with ``optimal_weights``.
+
+    Safeguards: every start is scored itself, and every SLSQP end point is projected back
+    onto {q ≥ 0, ‖q‖₁ = Q} (clip, rescale) and scored there whether or not SLSQP reports
+    success; the best finite value seen wins, so the result is never worse than any start.
+    SLSQP minimises the objective divided by its value at the current start (its ``ftol``
+    is absolute) and restarts from its end point with the new value as scale, up to
+    ``SLSQP_PASSES`` times. ``local_values`` holds, per start, the best value reached from it.
     """
     _option(bias, "bias", ("chi2", "tv"))
     pi, Q, n = problem.pi, problem.Q, problem.pi.size
@@ -827,10 +902,11 @@ def solve_weights(problem: WeightProblem, *, alpha=None, Gamma: float = 0.0, bia
         opt = problem.J(q) / problem.S_T
         if coef == 0:
             return opt, 0.0
-        return opt, coef * divergence(q, pi, alpha)[0]
+        return opt, coef * (_chi2_value(q, pi, alpha) if bias == "chi2" else divergence(q, pi, alpha)[0])
 
     def fun(q):
-        return sum(parts(q))
+        value = sum(parts(q))
+        return value if math.isfinite(value) else math.inf
 
     def jac(q):
         g = problem.grad_J(q) / problem.S_T
@@ -844,17 +920,47 @@ def solve_weights(problem: WeightProblem, *, alpha=None, Gamma: float = 0.0, bia
     lower = 1e-9 * Q if interior else 0.0
     bounds = [(lower, Q)] * n
     constraint = {"type": "eq", "fun": lambda q: q.sum() - Q, "jac": lambda q: np.ones(n)}
-    results = []
-    for x0 in candidates:
-        x0 = np.clip(0.98 * x0 + 0.02 * uniform if interior else x0, lower, Q)
-        res = optimize.minimize(fun, x0, jac=jac, method="SLSQP",
-                                bounds=bounds, constraints=[constraint], options={"maxiter": 500, "ftol": 1e-14})
-        x = np.clip(res.x, 0.0, None)
-        x *= Q / x.sum()
-        results.append((fun(x), x))
-    value, q = min(results, key=lambda r: r[0])
-    opt, b = parts(q)
-    return WeightSolution(q, float(value), float(opt), float(b), tuple(float(v) for v, _ in results))
+    best_value, best_q, local_values = math.inf, None, []
+
+    for candidate in candidates:
+        seen = []  # (value, q) of every feasible point reached from this start
+
+        def score(q):
+            q = _project(q, Q)
+            if q is not None:
+                value = fun(q)
+                if math.isfinite(value):
+                    seen.append((value, q))
+            return q
+
+        score(candidate)
+        x0 = candidate
+        if np.any(x0 < lower) or not math.isfinite(fun(x0)):
+            x0 = np.clip(0.98 * x0 + 0.02 * uniform if interior else x0, lower, Q)  # off the χ² pole
+            score(x0)
+        for _ in range(SLSQP_PASSES):
+            scale = fun(x0)
+            if not (math.isfinite(scale) and scale > 0):
+                break
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                res = optimize.minimize(lambda q: fun(q) / scale, x0, jac=lambda q: jac(q) / scale, method="SLSQP",
+                                        bounds=bounds, constraints=[constraint],
+                                        options={"maxiter": 500, "ftol": 1e-14})
+            x = score(res.x)
+            if x is None or not fun(x) < scale * (1 - 1e-12):
+                break  # no progress: a further rescaled pass would start from the same point
+            x0 = np.clip(x, lower, Q)
+        if seen:
+            value, q = min(seen, key=lambda r: r[0])
+            local_values.append(value)
+            if value < best_value:
+                best_value, best_q = value, q
+        else:
+            local_values.append(math.inf)
+    if best_q is None:
+        raise ValueError("no start of solve_weights reached a point with a finite objective")
+    opt, b = parts(best_q)
+    return WeightSolution(best_q, float(best_value), float(opt), float(b), tuple(float(v) for v in local_values))
 
 
 # ------------------------------------------------------------------------------ CA-Fed heuristic

@@ -6,8 +6,11 @@ batch 128, η_g = 1.0 and η_l = 0.01 for every algorithm (lines 2357–2361), F
 P1/P2/P3 participation, and training loss and test accuracy against rounds and against
 communication (Fig. 1a/1b, lines 512–519, 572; one unit = one full model).
 
-Departures, each an option: the paper decays η_l = η_0/√(t/10+1); the engine's FedSUM
-identities need constant rates, so η_l is constant here (``eta_l``). Dropout is off (the
+The local rate decays as the paper's, η_l(t) = η_0/√(t/10+1) for every algorithm
+(``local_schedule="sqrt"``, ``algorithms.schedules``; FedAWE's own copy of that decay is
+switched off so it is not applied twice). FedSUM-CR's correction and the y-identities assume
+constant rates (000 lines 881–883), a mismatch the paper leaves open; ``local_schedule=None``
+runs with constant η_l instead. Departures, each an option: dropout is off (the
 networks are evaluated in eval mode, so the mini-batch is the only noise). The default data
 set is scikit-learn's digits with the scaled digits CNN and fewer rounds, so the command runs
 anywhere in minutes; ``dataset``/``root`` give MNIST, Fashion-MNIST, SVHN or CIFAR-10 from
@@ -72,15 +75,21 @@ def build_problem(dataset: str = "digits", root=None, n_clients: int = 100, alph
 
 def fedsum_experiment(problem, rounds: int = 100, *, algorithms=ALGORITHMS, patterns=PATTERNS,
                       local_steps: int = 10, eta_l: float = 0.01, eta_g: float = 1.0, seed: int = 0,
-                      record_every: int = 5, device=None, progress: bool = False) -> ExperimentResult:
-    """Run every algorithm under every pattern (the same trace and noise seed for all)."""
+                      record_every: int = 5, device=None, progress: bool = False,
+                      local_schedule="sqrt") -> ExperimentResult:
+    """Run every algorithm under every pattern (the same trace and noise seed for all), with
+    η_l scaled per round by ``local_schedule`` (see ``algorithms.schedules``)."""
+    from algorithms.schedules import local_rate_factor
     from algorithms import get, run
     from participation import preset
 
     n = problem.n_clients
     traces = {p: preset(p, n_clients=n, per_round=max(1, n // 5)).sample(rounds, seed=seed) for p in patterns}
+    local_rate_factor(local_schedule)
+    schedule_name = (local_schedule if isinstance(local_schedule, str) or local_schedule is None
+                     else getattr(local_schedule, "__name__", "custom"))
     setting = {"n_clients": n, "rounds": rounds, "local_steps": local_steps, "eta_l": eta_l, "eta_g": eta_g,
-               "seed": seed, "record_every": record_every, "dim": problem.dim}
+               "local_schedule": schedule_name, "seed": seed, "record_every": record_every, "dim": problem.dim}
     result = ExperimentResult(setting)
     jobs = [(a, p) for a in algorithms for p in patterns]
     if progress:
@@ -88,8 +97,12 @@ def fedsum_experiment(problem, rounds: int = 100, *, algorithms=ALGORITHMS, patt
 
         jobs = tqdm(jobs, desc="experiment runs")
     for name, pattern in jobs:
-        algorithm = get(name, eta_l=eta_l, eta_g=eta_g, local_steps=local_steps, **EXTRA.get(name, {}))
-        history = run(algorithm, problem, traces[pattern], seed=seed, device=device, record_every=record_every)
+        extra = dict(EXTRA.get(name, {}))
+        if name == "fedawe" and local_schedule is not None:
+            extra["local_decay"] = False
+        algorithm = get(name, eta_l=eta_l, eta_g=eta_g, local_steps=local_steps, **extra)
+        history = run(algorithm, problem, traces[pattern], seed=seed, device=device, record_every=record_every,
+                      local_schedule=local_schedule)
         sent = np.cumsum(history.uplink + history.downlink) / problem.dim
         recorded = history.rounds
         result.curves[(name, pattern)] = {

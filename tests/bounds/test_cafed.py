@@ -4,10 +4,12 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import mpmath
 import numpy as np
 import pytest
 import sympy as sp
 from hypothesis import given, strategies as st
+from scipy import optimize
 
 from bounds import cafed
 from bounds.core import Constants
@@ -151,6 +153,169 @@ def test_combined_problem_multistart_beats_kkt(bias):
     assert sol.value <= at_kkt + 1e-12 and sol.value == pytest.approx(sol.opt + sol.bias)
     assert sol.value <= min(sol.local_values) + 1e-15 and len(sol.local_values) == 7
     assert sol.opt >= cafed.optimal_weights(problem).bound - 1e-12
+
+
+# ------------------------------------------------------------------------ KKT at large B (M = 2^N)
+PI8 = np.repeat([0.9, 0.1], 4)
+
+
+def kkt_mpmath(problem: cafed.WeightProblem, dps: int = 80):
+    """Independent reference: the paper's θ-form of §5.2 at ``dps`` digits, brute force over top-m supports.
+
+    ι = (Q + θa)/b and a(ac − b²)θ² + 2Qac·θ + (cQ² − 2Bb²) = 0 with mpmath; both roots are tried and
+    a root is kept when q ≥ 0, ιπ_k ≤ θ off S and ‖q‖₁ = Q (to 1e-30: a spurious root from
+    ac − b² ≈ 1e-80 ≠ 0 breaks it). 80 digits leave ≥ 40 after the cancellation θ ≈ ιπ_k for B up to 1e40.
+    Returns (J(q*), q*, ι*, θ*) as floats.
+    """
+    with mpmath.workdps(dps):
+        pi, A = [mpmath.mpf(float(x)) for x in problem.pi], [mpmath.mpf(float(x)) for x in problem.A]
+        B, Q, C = mpmath.mpf(problem.B), mpmath.mpf(problem.Q), mpmath.mpf(problem.C)
+        n = len(pi)
+        order = sorted(range(n), key=lambda k: -pi[k])
+        best = None
+        for m in range(1, n + 1):
+            if m < n and pi[order[m - 1]] == pi[order[m]]:
+                continue
+            S = order[:m]
+            a = mpmath.fsum(1 / A[k] for k in S)
+            b = mpmath.fsum(pi[k] / A[k] for k in S)
+            c = mpmath.fsum(pi[k] ** 2 / A[k] for k in S)
+            qa, qb, qc = a * (a * c - b * b), 2 * Q * a * c, c * Q * Q - 2 * B * b * b
+            disc = qb * qb - 4 * qa * qc
+            if disc < 0:
+                continue
+            w = -(qb + mpmath.sqrt(disc)) / 2
+            for theta in [qc / w] + ([w / qa] if qa != 0 else []):
+                iota = (Q + theta * a) / b
+                q = [(iota * pi[k] - theta) / A[k] if k in S else mpmath.mpf(0) for k in range(n)]
+                u = mpmath.fsum(p * x for p, x in zip(pi, q))
+                if (iota <= 0 or u <= 0 or any(q[k] < 0 for k in S) or abs(mpmath.fsum(q) - Q) > Q * 1e-30
+                        or any(iota * pi[k] > theta for k in range(n) if k not in S)):
+                    continue
+                J = (mpmath.fsum(x * x * Ak for x, Ak in zip(q, A)) / 2 + B) / u + C
+                if best is None or J < best[0]:
+                    best = (J, q, iota, theta)
+        J, q, iota, theta = best
+        return float(J), np.array([float(x) for x in q]), float(iota), float(theta)
+
+
+@pytest.mark.parametrize("B", [5.0, 1e6, 1e12, 1e16, 1e20, 1e30, 1e100, 1e300])
+def test_kkt_exact_at_any_scale(B):
+    """π constant on the support (four clients at 0.9): q* = Q/4 there and J* = (½·4·5.4/16 + B)/0.9 exactly.
+    The θ-form gave ‖q‖₁ = 1.00007 at B = 1e12, 2.96 at 1e16 (J = 3.75e15 < J* = 1.11e16) and q = 0 from 1e20."""
+    problem = cafed.WeightProblem(PI8, 6 * PI8, B, 0.0, 1.0)
+    sol = cafed.optimal_weights(problem)
+    assert sol.q.sum() == pytest.approx(1.0, rel=1e-14)
+    assert sol.q == pytest.approx([0.25] * 4 + [0.0] * 4, abs=1e-15)
+    exact = (0.675 + B) / 0.9
+    assert sol.value == pytest.approx(exact, rel=1e-14) and sol.iota == pytest.approx(exact, rel=1e-14)
+    assert sol.theta == pytest.approx(0.9 * sol.iota - 0.25 * 5.4, rel=1e-14)  # θ = ιπ_k − A_kk q_k
+    assert list(sol.support) == [True] * 4 + [False] * 4
+
+
+@given(st.integers(0, 10**6), st.floats(-2, 40), st.sampled_from(["distinct", "tied", "ulp"]))
+def test_kkt_matches_mpmath(seed, log_b, ties):
+    """Stable closed form vs the paper's θ-form at 80 digits, for B up to 1e40, with exact and 1-ulp ties in π."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 7))
+    pi = rng.choice(rng.uniform(0.05, 1.0, 3), n) if ties == "tied" else rng.uniform(0.05, 1.0, n)
+    if ties == "ulp":
+        pi[0] = np.nextafter(pi[1:].max(), 0.0)
+    problem = cafed.WeightProblem(pi, rng.uniform(0.1, 3.0, n) * pi, 10**log_b, rng.uniform(0, 2),
+                                  rng.uniform(0.5, 2.0))
+    sol = cafed.optimal_weights(problem)
+    J, q, iota, theta = kkt_mpmath(problem)
+    assert sol.q.sum() == pytest.approx(problem.Q, rel=1e-13) and np.all(sol.q >= 0)
+    assert sol.q == pytest.approx(q, abs=1e-13 * problem.Q)
+    assert sol.value == pytest.approx(J, rel=1e-13) and sol.iota == pytest.approx(iota, rel=1e-13)
+    assert sol.theta == pytest.approx(theta, abs=1e-13 * iota)
+
+
+def test_kkt_at_the_papers_size():
+    """N = 100 two-state clients (π ∈ {0.1, 0.9}, ln C_P ≈ 128.7, §8): B = υ ≈ 5.2e29 holds M = 2^100.
+    The θ-form returned ‖q‖₁ ≈ 9.9e17 and a 'bound' of 3.4e14 for a true optimum of 4.9e30."""
+    pi, lam = np.repeat([0.1, 0.9], 50), np.tile([0.9, 0.0], 50)
+    kw = KW | {"chains": (pi, lam)}
+    problem = cafed.weight_problem(1.0, CONST, **kw)
+    assert problem.B > 1e29
+    sol = cafed.optimal_weights(problem)
+    J, q, iota, _ = kkt_mpmath(problem)
+    assert sol.q.sum() == pytest.approx(1.0, rel=1e-13)
+    assert sol.q == pytest.approx(np.where(problem.pi > 0.5, 1 / 50, 0.0), abs=1e-15)
+    assert sol.q == pytest.approx(q, abs=1e-15) and sol.value == pytest.approx(J, rel=1e-13)
+    assert sol.bound == pytest.approx(cafed.theorem_2(sol.q, CONST, **kw).value, rel=1e-9)
+    for other in (np.full(100, 0.01), pi**-1 / np.sum(pi**-1)):
+        assert sol.value <= problem.J(other)
+
+
+def test_kkt_raises_instead_of_returning_off_the_constraint(monkeypatch):
+    with pytest.raises(ValueError, match="overflows a float"):  # ι* = J* > 1.8e308: no finite optimum
+        cafed.optimal_weights(cafed.WeightProblem([0.1, 0.1, 0.05], [0.6, 0.6, 0.3], 1.7e308))
+    exact = cafed._kkt_candidate
+
+    def off(*args):  # a KKT candidate with ‖q‖₁ = Q(1 + 1e-6), as the θ-form produced at large B
+        out = exact(*args)
+        return None if out is None else (out[0], out[1], out[2] * (1 + 1e-6), out[3])
+
+    monkeypatch.setattr(cafed, "_kkt_candidate", off)
+    with pytest.raises(ValueError, match=r"\|\|q\|\|_1 = Q"):
+        cafed.optimal_weights(problem_212(5.0))
+
+
+# ------------------------------------------------------------------------ combined problem: never worse than a start
+def combined_objective(problem, q, alpha, coef, bias):
+    """J(q)/S_T + coef·D(α, π⊙̃q) through the public χ² / d_TV (a second formula for the solver's own)."""
+    p = cafed.biased_importance(problem.pi, q)
+    return problem.J(q) / problem.S_T + coef * (cafed.chi2(alpha, p) if bias == "chi2" else cafed.tv(alpha, p) ** 2)
+
+
+def start_points(problem, alpha, starts, seed):
+    rng, n, Q = np.random.default_rng(seed), problem.pi.size, problem.Q
+    unbiased = Q * (alpha / problem.pi) / np.sum(alpha / problem.pi)
+    return ([cafed.optimal_weights(problem).q, np.full(n, Q / n), unbiased]
+            + [Q * rng.dirichlet(np.ones(n)) for _ in range(starts)])
+
+
+@pytest.mark.parametrize("weight", [1.0, 1e6, 1e8])
+def test_solve_weights_reproducer_never_worse_than_unbiased_start(weight):
+    """π = (0.9×4, 0.1×4), Γ = 1, χ²: the unbiased start α/π scores 28.1528 (χ² = 0) but SLSQP from the
+    perturbed starts failed ('Inequality constraints incompatible', unscaled 1e8-size objective), and the
+    result was 1872.6 (weight 1e6) and 111000 (1e8). Independent check: BFGS over q = Q·softmax(z) from α/π."""
+    problem, alpha = cafed.WeightProblem(PI8, 6 * PI8, 5.0, 0.0, 1.0), np.full(8, 1 / 8)
+    sol = cafed.solve_weights(problem, alpha=alpha, Gamma=1.0, bias="chi2", bias_weight=weight)
+    tol = 1e-13 * weight
+    assert sol.q.sum() == pytest.approx(1.0, rel=1e-14) and np.all(sol.q >= 0)
+    assert sol.value == pytest.approx(combined_objective(problem, sol.q, alpha, weight, "chi2"), rel=1e-12, abs=tol)
+    for x in start_points(problem, alpha, 8, 0):
+        assert sol.value <= combined_objective(problem, x, alpha, weight, "chi2") + tol
+    assert sol.value <= 28.152777777777779 + tol and sol.value == min(sol.local_values)
+
+    def softmax_objective(z):
+        q = np.exp(z - z.max())
+        return combined_objective(problem, q / q.sum(), alpha, weight, "chi2")
+
+    reference = optimize.minimize(softmax_objective, np.log(alpha / PI8), method="BFGS").fun
+    assert sol.value <= reference + 1e-9 * reference
+    assert sol.value == pytest.approx(reference, rel=1e-8)
+
+
+@given(st.integers(0, 10**6), st.integers(2, 5), st.sampled_from(["chi2", "tv"]), st.floats(-1, 8))
+def test_solve_weights_never_worse_than_any_start(seed, n, bias, log_weight):
+    rng = np.random.default_rng(seed)
+    pi = rng.uniform(0.05, 1.0, n)
+    problem = cafed.WeightProblem(pi, rng.uniform(0.1, 3.0, n) * pi, 10 ** rng.uniform(-2, 3), rng.uniform(0, 2),
+                                  rng.uniform(0.5, 2.0), rng.uniform(1, 5))
+    alpha, Gamma, weight = rng.dirichlet(np.ones(n)), rng.uniform(0, 2), 10**log_weight
+    sol = cafed.solve_weights(problem, alpha=alpha, Gamma=Gamma, bias=bias, bias_weight=weight, starts=2, seed=seed)
+    coef = weight * Gamma
+    tol = 1e-13 * coef  # χ² at α/π is 0 up to rounding, which the weight amplifies
+    assert sol.q.sum() == pytest.approx(problem.Q, rel=1e-12) and np.all(sol.q >= 0)
+    value = combined_objective(problem, sol.q, alpha, coef, bias)
+    assert sol.value == pytest.approx(value, rel=1e-12, abs=tol)
+    for x in start_points(problem, alpha, 2, seed):
+        start = combined_objective(problem, x, alpha, coef, bias)
+        assert sol.value <= start + 1e-12 * start + tol
+    assert sol.value == min(sol.local_values) and len(sol.local_values) == 5
 
 
 def test_weight_problem_is_theorem_2():

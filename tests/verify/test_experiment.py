@@ -79,3 +79,21 @@ def test_a_diverged_run_is_still_written(tmp_path):
     assert run["loss"] == [2.3, "inf"] and run["stopped"] == "loss became inf at round 5"
     assert csv_path.read_text().splitlines()[2].startswith("fedavg,P1,5,inf")
     assert png_path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_paper_decay_is_applied_to_every_algorithm_once():
+    """Decayed runs equal runs whose local rate is rebuilt each round; FedAWE decays once."""
+    import algorithms
+    from participation import preset
+
+    problem = experiment.build_problem("digits", n_clients=6, alpha=0.5, batch_size=8, seed=0, limit=240)
+    result = experiment.fedsum_experiment(problem, rounds=6, algorithms=("fedavg", "fedawe"), patterns=("P1",),
+                                          local_steps=2, eta_l=0.1, record_every=1)
+    assert result.setting["local_schedule"] == "sqrt"
+    trace = preset("P1", n_clients=6, per_round=1).sample(6, seed=0)
+    fedawe = algorithms.run(algorithms.get("fedawe", eta_l=0.1, local_steps=2), problem, trace, seed=0)
+    assert np.allclose(result.curves[("fedawe", "P1")]["loss"], fedawe.loss, rtol=1e-5)
+    constant = experiment.fedsum_experiment(problem, rounds=6, algorithms=("fedavg",), patterns=("P1",),
+                                            local_steps=2, eta_l=0.1, record_every=1, local_schedule=None)
+    decayed, flat = result.curves[("fedavg", "P1")]["loss"], constant.curves[("fedavg", "P1")]["loss"]
+    assert decayed[1] == pytest.approx(flat[1], rel=1e-6) and not np.allclose(decayed[2:], flat[2:])
