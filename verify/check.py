@@ -120,6 +120,9 @@ class CheckResult:
     notes: tuple[str, ...] = ()
     atol: float = 0.0
     per_trace_tau: tuple[tuple[int, float], ...] = field(default=(), repr=False)
+    #: The History of the first noise seed on the first trace (per-round ‖∇f(x_t)‖², loss,
+    #: final parameters), kept so that plots and reports need not run it again.
+    first_run: object = field(default=None, repr=False, compare=False)
 
     @property
     def bound_value(self) -> float:
@@ -454,6 +457,7 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
 
     # --- the runs
     values, stopped, used = [], [], []
+    first_run = None
     built = {}
     for j, tr in enumerate(unit_traces):
         key = tuple(sorted(steps_per_trace[j].items()))
@@ -464,6 +468,7 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
         per = []
         for s in run_seeds:
             h = algorithms.run(alg, problem, tr, seed=s, device=device)
+            first_run = h if first_run is None else first_run
             if h.stopped is not None:
                 stopped.append(f"seed {s}" + (f", trace {j}" if expectation else "") + f": {h.stopped}")
                 per.append(math.inf)
@@ -489,7 +494,7 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
         hparams=built[next(iter(built))].hparams, step_sizes={**step_report, "eta_g_eta_l": step_report["eta_g"] * step_report["eta_l"]},
         conditions=tuple(conditions), tau_max=tau_max, tau_avg=tau_avg, n_clients=N, rounds=T, local_steps=K,
         expectation=expectation, constants=const_info, stopped=tuple(stopped), notes=tuple(notes), atol=atol,
-        per_trace_tau=per_trace_tau)
+        per_trace_tau=per_trace_tau, first_run=first_run)
 
 
 def _constants(problem, constants, N: int, K: int, T: int) -> tuple[Constants, dict, list[str]]:

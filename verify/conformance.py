@@ -15,7 +15,8 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings, target
+import numpy as np
+from hypothesis import HealthCheck, Phase, Verbosity, example, given, settings, target
 from hypothesis import strategies as st
 
 from participation import Trace
@@ -61,6 +62,42 @@ def _count(value, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def _seed_cases(n_clients, rounds, theorem: str, local_steps: int) -> list[tuple]:
+    """Cases tried before the random search (the default problems and traces only): on N = 2
+    and 3 one-dimensional quadratics whose optimum is x⁰ = 0 (Δ_f = 0, all the error is client
+    drift), client 0 joins every round and the others every other round, at the largest step
+    sizes the theorem allows. Unequal participation is where drift-correction bugs show:
+    random search met this schedule only near its 200th example."""
+    from algorithms.problems import Quadratic
+    from participation.delays import delay_metrics
+
+    sizes = [n_clients] if isinstance(n_clients, numbers.Integral) else [2, 3]
+    T = rounds if isinstance(rounds, numbers.Integral) else 40
+    cases = []
+    for n in sizes:
+        if n < 2:
+            continue
+        b = np.concatenate([[1.0], np.full(n - 1, -1.0 / (n - 1))])[:, None]      # Σ_i b_i = 0
+        problem = Quadratic(np.ones((n, 1)), b)
+        rows = np.ones((2, n), dtype=bool)
+        rows[0, 1:] = False
+        trace = Trace(np.resize(rows, (T, n)))
+        m = delay_metrics(trace)
+        consts = estimate_constants(problem).to_constants(local_steps=local_steps, rounds=T)
+        if theorem == "fedsum.theorem_4_1":
+            from bounds import fedsum
+
+            steps = fedsum.step_sizes_4_1(consts, m.tau_max, m.tau_avg)
+            eta_g, eta_l = steps["eta_g"], steps["eta_l"]
+        else:
+            eta_l_max, product_max = vst._limits(theorem, consts, m.tau_max)
+            product = product_max * vst._SAFETY
+            eta_l = product if math.isinf(eta_l_max) else eta_l_max * vst._SAFETY
+            eta_g = product / eta_l
+        cases.append((problem, trace, eta_g, eta_l))
+    return cases
+
+
 def conformance(algorithm_factory, bound: str = "fedsum.lemma_d6", *, max_examples: int = 100,
                 n_clients=st.integers(2, 6), rounds=40, seeds: int = 2, problems=None, traces=None,
                 local_steps: int = 1, confidence: float = 0.95, shrink: bool = True) -> ConformanceResult:
@@ -82,6 +119,7 @@ def conformance(algorithm_factory, bound: str = "fedsum.lemma_d6", *, max_exampl
     spec = resolve_bound(bound)
     if spec.name not in vst.STEP_SIZE_THEOREMS:
         raise ValueError(f"bound must be one of {', '.join(vst.STEP_SIZE_THEOREMS)}, got {bound!r}")
+    default_search = problems is None and traces is None
     if problems is None:
         def problems(n):
             return vst.quadratic_problems(n_clients=n, noise_std=st.floats(0.0, 0.01))
@@ -116,9 +154,11 @@ def conformance(algorithm_factory, bound: str = "fedsum.lemma_d6", *, max_exampl
         step_mode = "theorem" if spec.name == "fedsum.theorem_4_1" else "given"
         return check(algorithm, problem, trace, spec.function, seeds, confidence=confidence, step_sizes=step_mode)
 
+    corpus = _seed_cases(n_clients, rounds, spec.name, local_steps) if default_search else []
+
     @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None, verbosity=Verbosity.quiet,
-              phases=(Phase.generate, Phase.target) + ((Phase.shrink,) if shrink else ()), report_multiple_bugs=False,
-              suppress_health_check=list(HealthCheck))
+              phases=(Phase.explicit, Phase.generate, Phase.target) + ((Phase.shrink,) if shrink else ()),
+              report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
     @given(cases())
     def search(case):
         result = evaluate(case)
@@ -131,6 +171,8 @@ def conformance(algorithm_factory, bound: str = "fedsum.lemma_d6", *, max_exampl
             state["failure"] = (case, result)
             raise _Counterexample
 
+    for case in corpus:
+        search = example(case)(search)
     try:
         search()
     except _Counterexample:

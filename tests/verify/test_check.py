@@ -110,6 +110,7 @@ def test_theorem_4_1_holds_on_quadratics(quadratic, pattern, name):
     assert len(res.values) == 3 and res.rounds == 40 and res.local_steps == 2
     assert res.step_sizes["eta_g"] == pytest.approx(res.bound.step_sizes["eta_g"])
     assert res.step_sizes["eta_l"] == pytest.approx(res.bound.step_sizes["eta_l"])
+    assert res.first_run.mean_grad_norm2 == res.values[0] and len(res.first_run.grad_norm2) == 40
 
 
 def test_corollary_4_1_over_fresh_traces(quadratic):
