@@ -1,4 +1,5 @@
-"""FedAvg on the active clients (McMahan et al., 2017; papers/baselines.md).
+"""FedAvg on the active clients (McMahan et al., 2017; a FedSUM baseline, 000_77e0b9f4a9a003cb.txt
+lines 503–506).
 
 Each active client takes K local SGD steps x_i^(k+1) = x_i^(k) − η_l g_i(x_i^(k)) from
 x_i^(0) = x, and sends Δ_i = x − x_i^(K). The server steps
@@ -31,7 +32,7 @@ class FedAvgState:
 
 @dataclass(frozen=True, repr=False)
 class FedAvg(Algorithm):
-    """FedAvg (papers/baselines.md): ``aggregate`` is "active" (1/|S_t|) or "all" (1/N)."""
+    """FedAvg (McMahan et al., 2017): ``aggregate`` is "active" (1/|S_t|) or "all" (1/N)."""
 
     aggregate: str = "active"
 

@@ -1,4 +1,5 @@
-"""The FedSUM family (000_77e0b9f4a9a003cb.txt; papers/fedsum.md §4), in ALGORITHM notation.
+"""The FedSUM family (000_77e0b9f4a9a003cb.txt; Algorithms 1–3, lines 271–290, 333–353,
+1714–1732), in ALGORITHM notation.
 
 Common to all three (Algorithms 1–3): y^(-1) = 0, h_i^(0) = 0 (lines 275, 337, 1716) and
 
@@ -129,9 +130,10 @@ class FedSUMCR(_Family):
                 = (1/(t − a_{i,t-1})) Σ_{p=a_{i,t-1}}^{t-1} y^(p) − h_i^(t)    (y^(-1) = 0),
 
     an average of the server directions since its last visit. The identity needs constant
-    η_g, η_l (papers/fedsum.md §4.3). Local steps and h as in FedSUM; then a_i^(t+1) = t,
-    z_i^(t+1) = x^(t) (line 1727). Communication: x down, δ_i up (one vector each).
-    Dividing a model difference by η_g η_l K/N loses digits in float32 (papers/fedsum.md §4.3).
+    η_g, η_l (eq. 79 divides by one fixed η_g η_l K/N). Local steps and h as in FedSUM; then
+    a_i^(t+1) = t, z_i^(t+1) = x^(t) (line 1727). Communication: x down, δ_i up (one vector each).
+    Dividing a model difference by η_g η_l K/N loses digits in float32 (a caveat
+    of this implementation, not in the paper).
     """
 
     name = "fedsum-cr"

@@ -81,7 +81,8 @@ def loss(out: torch.Tensor, target: torch.Tensor, others: torch.Tensor, n_others
 
     (1/d)‖o − u‖² is the paper's ‖o/√d − u/√d‖² between unit-scale vectors; ``others`` (m, d)
     holds Σ_{k≠n} of the other available clients' unit vectors, ``n_others`` = K − 1; the
-    alignment term is dropped when K = 1 (λ/(K − 1) undefined; papers/logit.md A9).
+    alignment term is dropped when K = 1 (λ/(K − 1) undefined, a case the paper does not
+    cover; chosen here).
     """
     mse = (out - target).square().mean(dim=-1)
     if n_others < 1 or lam == 0:

@@ -5,7 +5,8 @@ Round t, S_t = A_t the clients whose upload arrives (K = |A_t|). Each active cli
 I = ``local_steps`` SGD steps x_{t,i}^n = x_{t,i−1}^n − η_l g_n(x_{t,i−1}^n) from x_t (eq. (7),
 line 100) and sends its model difference Δ_n = x_t − x_{t,I}^n = η_l g_n(x_t), where
 g_n(x_t) = Σ_{i=0}^{I−1} g_n(x_{t,i}^n) is the accumulated gradient of Alg. 1 line 8
-(line 139; line 102 sums one term fewer, papers/logit.md A1). The server
+(line 139; line 102 sums one term fewer, a typo: the proof sums i = 0..I−1, lines 486–490).
+The server
 
 1. trains the generator θ_n of every n ∈ A_t by one step (eq. (4), line 80; Alg. 1 lines 12–15)
        θ_n ← θ_n − η_GGN (clip(∇θ L_n) + wd·θ_n)          (clipping and weight decay: line 82)
@@ -26,32 +27,34 @@ Baseline surrogates (``surrogate``; the rules compared in 003 lines 191–193):
 * ``"last"``: Δ̃_n = Δ_n^cache, the last received update (MIFA; Gu et al., NeurIPS 2021);
 * ``"ws"``: Δ̃_n = (1 − λ)Δ_n^cache + λ·D̄_{t−1}, D̄_{t−1} the mean update applied in the last
   round (WS; Zhao et al., 2025, with its weight set to λ as in line 262; the formula is not
-  given there, papers/logit.md §3.7);
+  given there, so this one is chosen here);
 * ``"zero"``: Δ̃_n = 0, still weighted 1/N (FedAvg with ``aggregate="all"``);
 * ``"none"``: drop the unavailable clients and weight 1/|A_t| (FedAvg, line 191).
 
-Choices the paper leaves open (papers/logit.md §6; none of this is in the paper):
+Choices the paper leaves open (none of this is in the paper):
 
-* Generator input / target (A3, A4): the generator reads, coordinatewise, the window of
-  client n's last ≤ H = ``history`` received normalised updates ("historical gradients and
+* Generator input / target (eq. (3) trains on the current gradient, eq. (5) generates
+  from a stale one, lines 74, 86; the LSTM state is not specified, line 185): the
+  generator reads, coordinatewise, the window of client n's last ≤ H = ``history`` received normalised updates ("historical gradients and
   the previous hidden state", line 185) from a zero LSTM state (no hidden state kept across
   rounds: BPTT over the window). ``train_input="cached"`` (default) trains it to map the
   history before round t to u_n(x_t), the same map it applies at generation ("mapping its
   most recent stored gradient to the current round", line 84); a client with no history yet
   is not trained. ``"current"`` is eq. (3) literally: the window ends with u_n(x_t) and the
   target is u_n(x_t) itself.
-* Scale (A6): the network sees √d·u (unit vector times √d, so coordinates are O(1) for any
-  d); the MSE is taken as (1/d)‖·‖² on that scale, i.e. ‖·‖² between unit vectors as in
+* Scale (inputs are ℓ2-normalised, aggregation uses raw vectors, line 112): the network
+  sees √d·u (unit vector times √d, so coordinates are O(1) for any d); the MSE is taken as (1/d)‖·‖² on that scale, i.e. ‖·‖² between unit vectors as in
   (3). The output is mapped back by ‖Δ_n^cache‖/√d.
 * ``residual`` (default True): φ = last input + linear head, head initialised at zero, so an
   untrained generator is MIFA up to rounding; False: φ = head (Andrychowicz-style).
 * ``warmup``: a client's generator is used once it has had ``warmup`` training steps; before,
-  its surrogate is the cache (the paper has no warm-up, §3.3: default 0).
-* Cold start (A21), ``cold_start``: a client never received contributes ``"zero"`` (default,
-  weight 1/N unchanged) or is ``"exclude"``d (weight 1/#contributors).
+  its surrogate is the cache (the paper has no warm-up: Alg. 1 generates from round 1,
+  lines 147–149; default 0).
+* Cold start (a case the paper does not cover), ``cold_start``: a client never received
+  contributes ``"zero"`` (default, weight 1/N unchanged) or is ``"exclude"``d (weight 1/#contributors).
 * Optimiser: plain SGD as eq. (4); per-client gradient clipped to norm ``clip``, L2 weight
-  decay added after clipping. Defaults (A10): λ = 0.5, h = 20 (Andrychowicz et al.),
-  η_GGN = 0.001 (line 185), clip 1.0, weight decay 1e-4, H = 8.
+  decay added after clipping. Defaults (the paper gives none but η_GGN): λ = 0.5, h = 20
+  (Andrychowicz et al.), η_GGN = 0.001 (line 185), clip 1.0, weight decay 1e-4, H = 8.
 * Randomness: θ^0 is drawn at the first round from the generator of step index I of that
   round (the local steps use indices 0..I−1), so a run is reproducible from its seed.
   Training itself is deterministic (full batch over coordinates).

@@ -14,7 +14,8 @@ Resolutions used throughout (each checked against the seed):
   The F_0 terms of the lemmas keep the exact τ_max: never-seen clients cost
   N·τ_max·F_0, and that is 0 under full participation.
 * Lemmas C.6/D.6/E.6 print E[·] without conditioning. They are read as conditional on a
-  fixed participation sequence (papers/fedsum.md §5.1). The Corollaries are unconditional.
+  fixed participation sequence, as Thm 4.1 states it (line 435); App. G takes the full
+  expectation only afterwards (lines 2283–2286). The Corollaries are unconditional.
 """
 from __future__ import annotations
 
@@ -110,7 +111,8 @@ def _hat(tau_max: float) -> float:
 
 
 def _second_branch(c: Constants, tau_max: float, tau_avg: float) -> float:
-    """√(N τ̂ Δ_f / (m K T L σ²)) (algorithm notation), +∞ when σ = 0 (§5.2)."""
+    """√(N τ̂ Δ_f / (m K T L σ²)) (algorithm notation), +∞ when σ = 0 (chosen here: the min
+    then picks the first branch)."""
     if c.sigma2 == 0:
         return math.inf
     return math.sqrt(c.n_clients * _hat(tau_max) * c.delta_f / (_m(tau_avg) * c.local_steps * c.rounds * c.L * c.sigma2))
@@ -247,8 +249,8 @@ def lemma_c6(constants: Constants, eta_g, eta_l, tau_max, tau_avg) -> Bound:
     If η_g η_l K ≤ 1/(8 τ̂ L):
         (1/T) Σ E‖∇f‖² ≤ 2Δ_f/(η_g η_l K T) + 10 η_g η_l m σ² L / N + 2 τ_max F_0 / T.
     Only the product η_g η_l enters, so the formula is the same in both notations. The
-    derivation has one false step at line 1227: it needs τ_avg ≤ 4. It still gives the
-    constant 10, because 3τ_avg + 1 + τ_avg/4 ≤ 5m (papers/fedsum.md §5.3).
+    derivation has one false step at line 1195 (printed margin 1227): it needs τ_avg ≤ 4. It
+    still gives the constant 10, because 3τ_avg + 1 + τ_avg/4 ≤ 5m (derived here).
     """
     c, g, l, tmax, tavg, values = _lemma_inputs(constants, eta_g, eta_l, tau_max, tau_avg)
     return make_bound(_lemma_formula("C.6"), values, _source("Lemma C.6", "1109–1113"),
@@ -293,7 +295,8 @@ def lemma_e6(constants: Constants, eta_g, eta_l, tau_max, tau_avg, *, variant: s
 
 @lru_cache(maxsize=None)
 def _rate_formula(root_factor: str, constants_variant: str, algorithm: str) -> Formula:
-    """(12)/(113) with paper constants, or the tightest form the proofs give (§5.3–5.5).
+    """(12)/(113) with paper constants, or the tightest form the proofs give (derived here from
+    the proofs of Thms C.1, D.1, E.1).
 
     paper: 30 √(r) √(Lσ²Δ_f/(NKT)) + 20 τ̂ (L Δ_f + F_0)/T, with r = 1 + τ_avg (Thm 4.1) or m (C/D/E/G.1);
     tight: FedSUM-B  12 √m √(·) + 20 τ̂ L Δ_f/T + 2 τ_max F_0/T     (eq. (38), line 1224);
@@ -344,8 +347,8 @@ def theorem_4_1(constants: Constants, tau_max, tau_avg, *, constants_variant: st
 
     Conditions are those of the algorithm's lemma (C.6, D.6, E.6) at the prescribed step
     sizes, plus the proof's need for η_gη_l ≥ Π*. For FedSUM-CR, E.6's η_l ≤ 1/(10τ̂KL)
-    can fail at these step sizes. That gap is the paper's (papers/fedsum.md §5.5), so ``valid``
-    is then False. The 20τ_max term uses τ̂ (module docstring).
+    can fail at these step sizes. That gap is the paper's (E.1's proof invokes Lemma D.6,
+    line 2075, not E.6), so ``valid`` is then False. The 20τ_max term uses τ̂ (module docstring).
     """
     form = {"corrected": "corrected", "printed": "4.1-printed"}[check_variant(variant, STEP_VARIANTS)]
     return _theorem(constants, tau_max, tau_avg, constants_variant=constants_variant, algorithm=_algorithm(algorithm),
@@ -393,7 +396,7 @@ def theorem_e1(constants: Constants, tau_max, tau_avg, *, constants_variant: str
     Same step sizes and bound as Thm D.1, because the proof invokes Lemma D.6 (line 2075).
     Conditions are Lemma E.6's (the lemma for FedSUM-CR). Its η_l ≤ 1/(10τ̂KL) is not met
     by the prescribed η_l when τ̂ > 1 and the first branch is taken. ``valid`` then
-    reports the paper's gap (papers/fedsum.md §5.5). ``variant="printed"`` takes the statement's
+    reports the paper's gap (E.6's condition has no root, lines 1980, 2049). ``variant="printed"`` takes the statement's
     first branch 1/(10√(τ_max N K L)) (line 2065). In algorithm notation that is
     √N/(10√(τ̂ K L)). "corrected" (default) is the proof's 1/(10√τ_max N K L) (line 2084),
     i.e. 1/(10√τ̂ K L).

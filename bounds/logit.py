@@ -1,10 +1,11 @@
-"""LOGIT: convergence bounds under arbitrary client unavailability (papers/logit.md §4).
+"""LOGIT: convergence bounds under arbitrary client unavailability (LOGIT Thms 1–2,
+003_1b7f746e269658bc.txt lines 161–177; proofs lines 461–661).
 
 Seed ``003_1b7f746e269658bc.txt``; "line N" below means a line of that file.
 
 Model (003 lines 98–110): every client runs I local SGD steps each round; client n's
 upload arrives with probability p_n^t; a missing upload is replaced by a generated
-surrogate. Notation of the bounds (papers/logit.md §0, §2.3):
+surrogate. Notation of the bounds (003 lines 118–122, 157; aggregates at lines 165, 175, 617):
 
 * Δ = f(x₀) − f*  → ``Constants.delta_f``; L → ``Constants.L``; N, I, T →
   ``n_clients``, ``local_steps``, ``rounds``;
@@ -17,21 +18,22 @@ surrogate. Notation of the bounds (papers/logit.md §0, §2.3):
   a number or an array over clients / rounds × clients), the (1 − p) weight is applied
   here; C₁ (``C1``) is the ERM-rate constant of Assumption 5 (003 line 600).
 
-Decisions where the reference and the seed disagree with themselves (papers/logit.md §6):
+Decisions where the seed disagrees with itself (the readings are this project's):
 
-* Step-size cap (A12): printed 1/(2√(30LI)) (003 lines 161, 544, 619); the algebra of
+* Step-size cap: printed 1/(2√(30LI)) (003 lines 161, 544, 619); the algebra of
   (21)→(22) needs 30L²I²η² ≤ 1/4, i.e. η ≤ 1/(2√30·LI), so ``variant="corrected"``
   (default) uses 1/(2√30·LI) and 1/(√30·LI) (003 line 520); ``"printed"`` keeps the
   literal forms, under which the proof's step is not justified when LI > 1.
-* Theorem 2's staleness term (A20): (11)/(39) print (1 − p_min)^{3/2}/(√T p_min)
+* Theorem 2's staleness term: (11)/(39) print (1 − p_min)^{3/2}/(√T p_min)
   (003 lines 173, 661) but the last line of (38) (003 line 654) and the discussion
   (003 line 177) have √p_min; the corrected variant uses √p_min (what is proved).
 * (38)'s middle line prints 8C₁/√(TN)·Σ_n (003 line 652); 4C₁/(TN)·2√T gives
-  8C₁/(N√T)·Σ_n (A19). ``staleness="per_client"`` uses the corrected prefactor, or the
+  8C₁/(N√T)·Σ_n. ``staleness="per_client"`` uses the corrected prefactor, or the
   printed one under ``variant="printed"``.
 
 The O(·) statements (10)/(11) are made explicit with the constants of (23) (003 lines
-554–557), valid for any 0 < η ≤ 1/(2√30·LI) and I ≥ 1 (papers/logit.md §4.4).
+554–557), valid for any 0 < η ≤ 1/(2√30·LI) and I ≥ 1, with ε bounded by (33) (003 lines 608–614);
+this explicit form is derived here.
 """
 from __future__ import annotations
 
@@ -97,14 +99,14 @@ def step_size(c: Constants, variant: str = "corrected") -> float:
     """Theorem 1's step size η = min{1/√(IT), 1/(2√30·LI)} (003 lines 161, 619).
 
     ``variant="printed"`` gives the literal min{1/√(IT), 1/(2√(30LI))}. With the corrected
-    cap the first branch is active exactly when T ≥ 120·L²·I (papers/logit.md §4.1).
+    cap the first branch is active exactly when T ≥ 120·L²·I (derived here).
     """
     check_variant(variant, VARIANTS)
     return min(1.0 / np.sqrt(c.local_steps * c.rounds), _cap(c.L, c.local_steps, variant))
 
 
 def step_size_conditions(c: Constants, eta: float, variant: str = "corrected"):
-    """The three step-size hypotheses of the proof (papers/logit.md §4.1).
+    """The three step-size hypotheses of the proof (003 lines 496, 520, 544).
 
     1. η ≤ 1/(LI) (003 line 496; makes the (1 − LηI) term of (16) non-positive);
     2. η ≤ 1/(√30·LI) (003 line 520, printed 1/√(30LI); unrolls recursion (18));
@@ -260,13 +262,13 @@ def _formula(terms: dict) -> Formula:
 
 @lru_cache(maxsize=None)
 def theorem_1_formula() -> Formula:
-    """Theorem 1, explicit constants (papers/logit.md §4.4 boxed form)."""
+    """Theorem 1, explicit constants: (23) with (33) (003 lines 554–557, 608–614), derived here."""
     return _formula({**_optimisation_terms(), "generator_floor": 4 * EPS_BAR, "staleness": _staleness_1()})
 
 
 @lru_cache(maxsize=None)
 def theorem_2_formula(variant: str = "corrected", form: str = "p_min") -> Formula:
-    """Theorem 2: Theorem 1 with the staleness term of (38) (papers/logit.md §4.5)."""
+    """Theorem 2: Theorem 1 with the staleness term of (38) (003 lines 646–654)."""
     return _formula({**_optimisation_terms(), "generator_floor": 4 * EPS_BAR,
                      "staleness": _staleness_2(variant, form)})
 
@@ -306,7 +308,7 @@ def theorem_1(c: Constants, p, tau_max, eps_star, C1: float, *, eta: float | Non
     ``variant``: "corrected" (default) or "printed" step-size cap (module docstring);
     the right-hand side is the same, only η and the conditions change.
 
-    Beyond the reference: equality (b) of (15) (003 line 488) drops the cross terms
+    Noted here, not in the paper: equality (b) of (15) (003 line 488) drops the cross terms
     E⟨g_n(x^n_{t,j}) − ∇F_n(x^n_{t,j}), ∇F_n(x^n_{t,i})⟩, j < i, which need not vanish
     (x^n_{t,i} depends on the earlier noise); the usual fix ‖a + b‖² ≤ 2‖a‖² + 2‖b‖²
     would double the variance coefficient and halve the cap of condition 1. The
@@ -335,13 +337,13 @@ def theorem_2(c: Constants, p, eps_star, C1: float, *, eta: float | None = None,
     * ``"per_client"``: (8C₁/(N√T)) Σ_n (1 − p_n)^{3/2}/√p_n (the line before the last of
       (38), 003 line 652, with the prefactor corrected; "printed" keeps 8C₁/√(TN));
     * ``"exact_mean"``: (4C₁/(TN)) Σ_n (1 − p_n) Σ_t √(E[τ_n^t]/t) with E[τ_n^t] from
-      (36), before the 2√T step (papers/logit.md §4.5; corrected variant only).
+      (36), before the 2√T step (derived here from (36), 003 line 638; corrected variant only).
 
     In the corrected variant exact_mean ≤ per_client ≤ p_min (E[τ_n^t] ≤ (1 − p_n)/p_n,
     Σ_t t^{-1/2} ≤ 2√T, and h(p) = (1 − p)^{3/2}/√p decreases on (0, 1]). Step size and conditions as in
     :func:`theorem_1`.
 
-    Beyond the reference: (17)(f) (003 line 510) takes E[(1 − 𝕀_n^t)·err] =
+    Noted here, not in the paper: (17)(f) (003 line 510) takes E[(1 − 𝕀_n^t)·err] =
     (1 − p_n)·E[err], but via (32) the error depends on τ_n^t, which is 0 exactly when
     𝕀_n^t = 1; conditioning on 𝕀_n^t = 0 gives E[τ_n^t | 𝕀_n^t = 0] ≤ 1/p_n and a
     staleness term with (1 − p)/√p, not (1 − p)^{3/2}/√p. This module evaluates (38) as
@@ -438,7 +440,8 @@ def client_drift(c: Constants, eta: float, grad_norm2: float, *, variant: str = 
         E‖x^n_{t,i} − x_t‖² ≤ 5Iη²(σ₁² + 6Iσ₃²) + 30I²η²‖∇f(x_t)‖²   for every i ≤ I,
 
     under η ≤ 1/(√30·LI) (printed 1/√(30LI), 003 line 520). The paper prints ‖f(x_t)‖²
-    for ‖∇f(x_t)‖² (papers/logit.md A13). ``grad_norm2`` is ‖∇f(x_t)‖² ≥ 0.
+    for ‖∇f(x_t)‖² (003 lines 523–526; (21), line 540, has ‖∇f(x_t)‖²). ``grad_norm2`` is
+    ‖∇f(x_t)‖² ≥ 0.
     """
     check_variant(variant, VARIANTS)
     eta_value = positive(eta, "eta")

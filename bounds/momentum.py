@@ -17,8 +17,9 @@ is accepted instead), ``delta_f`` → f(x_0) − f*, ``n_clients`` → n, ``loca
 ``rounds`` → T (must equal the schedule's Σ T_s). The client learning rate η_l and the
 server hyperparameters live on the :class:`StageSchedule`.
 
-Indexing follows papers/server_momentum.md §0: rounds t = 0..T−1, stages s = 1..S, so
-"η_0" in the proofs means the first-stage value η_1.
+Indexing (chosen here): rounds t = 0..T−1 as in the proofs (line 444), stages s = 1..S as in
+the main text, so "η_0" in the proofs (e.g. C_η = η_0/η_S, line 664) means the first-stage
+value η_1.
 """
 from __future__ import annotations
 
@@ -172,7 +173,7 @@ class StageSchedule:
 
 @dataclass(frozen=True)
 class ScheduleQuantities:
-    """The multistage constants of §3.3 (lines 194, 202, 305–306, 616, 664)."""
+    """The multistage constants (lines 194, 202, 305–306, 616, 664)."""
 
     S: int
     T: int
@@ -239,10 +240,11 @@ def constant_and_drop(eta_g, rounds: int, eta_l: float, *, nu: float = 0.9, beta
     """A schedule meeting constraint (3) from the stage learning rates and the total rounds.
 
     Stage lengths follow T_s ∝ 1/η_s with the stage boundaries rounded to the nearest round
-    (papers/server_momentum.md §3.3). When rounding breaks T_s η_s = const, η_s for s ≥ 2 is
-    reset to η_1 T_1 / T_s so that W_2 is exact (the theorems need it exactly). ν is
+    (derived here from W_2 = T_s η_s, constraint (3), line 194). When rounding breaks
+    T_s η_s = const, η_s for s ≥ 2 is reset to η_1 T_1 / T_s so that W_2 is exact (the theorems need it exactly). ν is
     constant and β_s = W_1/(W_1 + η_s ν) with W_1 = η_1 β_1 ν/(1 − β_1), which keeps W_1
-    constant and β non-decreasing (reference §3.3; the paper reports no β_s, line 328).
+    constant and β non-decreasing (derived here from constraint (3); the paper reports no β_s,
+    line 328).
     """
     eta = _stage_tuple(eta_g, "eta_g", None)
     if not eta:
@@ -268,11 +270,11 @@ def constant_and_drop(eta_g, rounds: int, eta_l: float, *, nu: float = 0.9, beta
 
 
 def paper_schedule(rounds: int = 1000, eta_l: float = 0.01, *, nu: float = 0.9, beta1: float = 0.7) -> StageSchedule:
-    """The experiments' schedule (§3.4; 002_5bd9fb077877187f.txt lines 328, 1353).
+    """The experiments' schedule (002_5bd9fb077877187f.txt lines 328, 1353).
 
-    η = (2.0, 1.0, 0.5), T_1:T_2:T_3 = 1:2:4, client LR 0.01 (line 1328). ``rounds=1000``
-    gives Fig. 2's stage ends 143 and 429; 2000 gives Fig. 8's 286 and 857 (reference §8
-    item 14: Fig. 2's marks fit T = 1000, not the default 500). For T not a multiple of 7,
+    η = (2.0, 1.0, 0.5), T_1:T_2:T_3 = 1:2:4, client LR 0.01 (line 1326). ``rounds=1000``
+    gives Fig. 2's stage ends 143 and 429; 2000 gives Fig. 8's 286 and 857 (derived here:
+    Fig. 2's marks fit T = 1000, not the default 500 of line 1326). For T not a multiple of 7,
     η_2, η_3 are nudged (< 0.2 %) so that W_2 stays exact; β_s, ν are not reported by the
     paper, so ν = 0.9 and β_1 = 0.7 (grid values, line 1328) with β_s from W_1.
     """
@@ -288,9 +290,10 @@ class LocalStepStats:
 
     φ_1 = (1/T) Σ_t K̄_t, φ_2 = (1/T) Σ_t K̂_t², φ_3 = (1/T) Σ_t (1/m) Σ_{i∈S_t} 1/K_{t,i}
     (the mean of reciprocals), with K̄_t, K̂_t² averaged over the m arrived clients S_t
-    (reference §8 item 10). ``k_max`` is the largest K_{t,i} over all rounds, the
-    conservative reading of K_{t,max} (reference §8 item 9). Validated for consistency
-    (Jensen: φ_2 ≥ φ_1², φ_3 ≥ 1/φ_1; and 1 ≤ φ_1 ≤ K_max, φ_2 ≤ K_max², φ_3 ≤ 1).
+    (footnote 5 and Cor G.1, lines 307, 1094, 1221; the Thm 5.1 proof averages over all n,
+    line 987). ``k_max`` is the largest K_{t,i} over all rounds, the conservative reading of
+    K_{t,max} (over S_t in the statement, line 256; over all n in the proofs, lines 1017,
+    1259). Validated for consistency (Jensen: φ_2 ≥ φ_1², φ_3 ≥ 1/φ_1; and 1 ≤ φ_1 ≤ K_max, φ_2 ≤ K_max², φ_3 ≤ 1).
     """
 
     phi1: float
@@ -464,7 +467,7 @@ def _n_sampled(n_sampled, n: int) -> int:
 
 
 def _c_beta_condition(q: ScheduleQuantities, line: str) -> Condition:
-    """C_β ≤ C_η: used by the proofs (line 666) but never assumed (reference §8 item 13)."""
+    """C_β ≤ C_η: used by the proofs (line 666) but never assumed in the paper."""
     name = "C_beta <= C_eta (proof only)"
     if q.W1 == 0:
         return Condition(name, True, q.C_beta, q.C_eta, "vacuous: W_1 = 0, the momentum buffer drops out")
@@ -534,14 +537,15 @@ def theorem_4_6(constants: Constants, schedule: StageSchedule, n_sampled: int, *
 
     - ``"corrected"``: the leading term's denominator is S W_2 η_l K as proved (line 831)
       and as Cor 4.7's rate needs; the statement prints S W_2 m K (line 224), a typo
-      (reference §8 item 1). Φ's "W_l²" (line 226) is read W_1² (line 797).
+      for η_l. Φ's "W_l²" (line 226) is read W_1² (line 797).
     - ``"printed"``: the statement exactly, leading term over S W_2 m K.
     - ``"strict"``: ``"corrected"`` doubled when m < n. The proof bounds the (n−m) gradient
       term by ½Ḡ (line 827) and then states Ḡ ≤ … with unchanged constants (line 831);
-      moving ½Ḡ to the left side doubles the right side. (Not in the reference.)
+      moving ½Ḡ to the left side doubles the right side. (Derived here, not in the paper.)
 
     ``L_power``: 3 as printed and proved (lines 226, 777, 833) in the two (n−m)·η_l³ terms,
-    or 2 as the derivation produces (reference §5.2); they coincide when L = 1.
+    or 2 as the derivation produces (derived here: the 15nK³L³η_l² of line 777 comes from
+    steps that give L², as its companion 90nK⁴L²η_l² has); they coincide when L = 1.
 
     Conditions: η_l ≤ 1/(8KL); η_l·C_η(1 + Lη̄ + L²W_1²·c)SK ≤ m(n−1)/(n(m−1)) (line 801) and
     ≤ 17m/282 (line 815), reported separately; c = 1 as printed (line 222), c = C_η in the
@@ -611,15 +615,15 @@ def theorem_5_1(constants: Constants, schedule: StageSchedule, n_sampled: int, t
     - ``"corrected"`` includes the bracketed server-step (A_3) term. The proof's final
       bound has it (line 1072), printed without the factor T; it comes from
       (Lη̂²/(W_2η_l)) Σ_t E‖Δ_t‖² (line 1021) with Σ_t E‖Δ_t‖² ≤ (η_l²/m) T φ_3 σ_l² + …,
-      so T belongs there, as Cor G.1 prints it (line 1096). Reference §8 item 4.
+      so T belongs there, as Cor G.1 prints it (line 1096).
     - ``"printed"``: the statement (line 297), without that term.
 
     Conditions: η_l ≤ 1/(8K_max L) and η_l ≤ sqrt(1/(120L²C_η τ K_max²)) (line 256), with
     K_max the largest logged K_{t,i}; in the corrected variant τ is replaced by τ + 1,
     because the proof's step (ii) at line 1015 bounds Σ_t ‖∇f(x_{t−τ_{t,i}})‖² by
     τ Σ_t ‖∇f(x_t)‖² while each x_u can be reused for t = u..u+τ, i.e. τ + 1 times (with
-    τ = 0 the printed condition is vacuous; not in the reference). Proof-only (reference
-    §8 item 5): 2L²τ²η̂²C_η²Sη_l² + (L²W_1²C_η² + Lη̄C_η + C_η)Sη_l ≤ m/n (line 1063), and
+    τ = 0 the printed condition is vacuous; derived here, not in the paper). Proof-only (absent
+    from the statement): 2L²τ²η̂²C_η²Sη_l² + (L²W_1²C_η² + Lη̄C_η + C_η)Sη_l ≤ m/n (line 1063), and
     C_β ≤ C_η.
     """
     check_variant(variant, _VARIANTS_5_1)

@@ -6,8 +6,8 @@
 * τ_avg = (1/T) Σ_{t=0}^{T−1} τ_t (000 line 212).
 * τ_max = max_{0 ≤ t ≤ T−1} τ_t. The paper prints the range 0 ≤ t ≤ T (000 line 205), but
   S_T is not part of the sequence, and Lemma F.3 (000 line 2255), Appendix B (line 889)
-  and the counting in Lemma F.1 (line 2172) all use 0..T−1; so does this module
-  (papers/fedsum.md §2.5). ``final_round=True`` gives the printed range when the caller
+  and the counting in Lemma F.1 (line 2172) all use 0..T−1; so does this module.
+  ``final_round=True`` gives the printed range when the caller
   supplies the extra S_T as the last row. Either way τ_max is the longest run of
   consecutive absences of any client, the run before its first selection included
   (000 lines 2150–2159).

@@ -1,6 +1,6 @@
 """Participation traces: which clients take part in which round.
 
-A trace is the sequence {S_t}_{t=0}^{T-1} of FedSUM §2.1 (seed 000 line 175) stored as a
+A trace is the sequence {S_t}_{t=0}^{T-1} of FedSUM §2.2 (seed 000 line 175) stored as a
 boolean mask ``mask[t, i] = 1{i in S_t}`` of shape ``(rounds, n_clients)``.
 """
 from __future__ import annotations

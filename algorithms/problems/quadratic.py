@@ -5,7 +5,8 @@
 A stochastic gradient of client i is ∇f_i(x) + s·ξ with ξ ~ N(0, I_d) and s = ``noise_std``,
 so E‖g − ∇f_i‖² = d·s² = σ² exactly (Assumption 1.2, 000 lines 119–124).
 
-Constants (papers/fedsum.md §1.2–1.3), all at x⁰ = 0:
+Constants (FedSUM Assumptions 1.1–1.2 and Thm 4.1, 000_77e0b9f4a9a003cb.txt lines 114–124,
+437), all at x⁰ = 0:
 
 * L = max_i λ_max(A_i). Assumption 1.1 (000 lines 114–117) asks for L-smooth *clients*, not
   only an L-smooth f, so L is the largest client curvature, not λ_max of the mean Hessian.

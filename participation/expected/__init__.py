@@ -33,7 +33,8 @@ def _deterministic_delays(pattern: Pattern, rounds: int) -> np.ndarray:
 
 
 def exact_tau_t(pattern: Pattern, rounds: int) -> np.ndarray:
-    """E[τ_t] for t = 0..rounds−1 (FedSUM eq. (4); papers/fedsum.md §3.5)."""
+    """E[τ_t] for t = 0..rounds−1 (FedSUM eq. (4), 000_77e0b9f4a9a003cb.txt line 196;
+    the exact laws are derived here)."""
     rounds = check_count(rounds, "rounds")
     if pattern.deterministic:
         return _deterministic_delays(pattern, rounds).astype(float)
@@ -53,7 +54,7 @@ def exact_tau_avg(pattern: Pattern, rounds: int) -> float:
 
 
 def exact_tau_max_tail(pattern: Pattern, rounds: int) -> np.ndarray:
-    """P(τ_max ≥ l) for l = 1..rounds (τ_max over t = 0..T−1, papers/fedsum.md §2.5)."""
+    """P(τ_max ≥ l) for l = 1..rounds (τ_max over t = 0..T−1, the range of 000 lines 889, 2255)."""
     rounds = check_count(rounds, "rounds")
     if pattern.deterministic:
         return (np.arange(1, rounds + 1) <= _deterministic_delays(pattern, rounds).max()).astype(float)

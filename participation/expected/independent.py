@@ -5,7 +5,7 @@ P(off throughout) = P(off at a) · Π_{s=a+1}^{b} P(off at s | off at s−1).
 
 * τ_t (FedSUM eq. (4)): τ_t ≥ k iff some client is absent in rounds t−k+1..t (k ≤ t+1),
   so P(τ_t < k) = Π_g (1 − W_g(t, k))^{m_g} over independent units g of multiplicity m_g
-  (papers/fedsum.md §3.5, extended here to Markov units).
+  (derived here, Markov units included).
 * τ_max: τ_max ≥ l iff some client has an absence run of length ≥ l in rounds 0..T−1
   (FedSUM 000 lines 2150–2159, the leading and trailing runs included), so
   P(τ_max < l) = Π_g A_g(l)^{m_g} with A_g(l) = P(no absence run ≥ l). A_g(l) comes from a

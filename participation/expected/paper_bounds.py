@@ -1,5 +1,5 @@
 """FedSUM Appendix F: the paper's bounds on E[τ_max], with the intermediate steps of
-the same proofs (seed 000_77e0b9f4a9a003cb.txt lines 2131–2279; papers/fedsum.md §3.2).
+the same proofs (seed 000_77e0b9f4a9a003cb.txt lines 2131–2279).
 
 Appendices F/G call deterministic cyclic "Case 4" and reshuffled cyclic "Case 3"; the
 bounds here are attached to the pattern, following Section 2's numbering.
@@ -51,7 +51,8 @@ def paper_tau_max_bound(pattern: Pattern, rounds: int) -> PaperBound:
     * Uniform (Lemma F.1, 000 line 2196): 4N/S · ln(NT), needs S < N.
     * Independent (Lemma F.2, 000 line 2234): (4/δ) max{ln(NT), ln(1/δ)} with δ = min p_i^t.
       The lemma assumes time-constant p_i; the union bound holds unchanged for
-      time-varying p_i^t ≥ δ (papers/fedsum.md §3.2), which covers P3 and H.8.
+      time-varying p_i^t ≥ δ (derived here: a run of l absences has probability ≤ (1 − δ)^l),
+      which covers P3 and H.8.
     * Reshuffled cyclic (Lemma F.3, 000 line 2255): 4N/S, via τ_max ≤ 2⌊N/S⌋ (a.s.).
     * Deterministic cyclic (Lemma F.4, 000 line 2279): 2N/S (deterministic).
     """

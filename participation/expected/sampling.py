@@ -15,7 +15,7 @@ def uniform_tau_t(pattern: Uniform, rounds: int) -> np.ndarray:
     """E[τ_t] under Case 1 (uniform S-subsets, independent rounds).
 
     P(τ_t ≥ k) = 1 − P_cov(k) for k ≤ t + 1, where P_cov(k) is the probability that k
-    independent uniform S-subsets cover all N clients (papers/fedsum.md §3.5). P_cov is
+    independent uniform S-subsets cover all N clients (derived here; not in the paper). P_cov is
     computed by a DP on the number u of clients not yet covered, u → u − c with the
     hypergeometric probability Hyp(c; N, u, S): all terms are non-negative, so unlike
     inclusion–exclusion it is stable for N = 100 and beyond; P(u_k > 0) is summed

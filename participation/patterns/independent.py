@@ -127,7 +127,8 @@ class BiasedGroups(IndependentPattern):
 
     Clients come in groups of ``group_size``; group g has p = p_first − g·step. The paper
     lists 1–11 at 0.5, 12–22 at 0.45, 23–33 at 0.4 "and so on"; with N = 100 the last
-    client is alone in group 9 at p = 0.05, so δ = 0.05 (papers/fedsum.md §3.4).
+    client is alone in group 9 at p = 0.05, so δ = 0.05 (the paper's "and so on" extended here to
+    N = 100).
     """
 
     n_clients: int = 100

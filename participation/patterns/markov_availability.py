@@ -67,7 +67,8 @@ class Markov(Pattern):
     @classmethod
     def cafed_temporal(cls, n_clients: int = 100, composition: str = "four-types", g: float = 0.4, nu: float = 0.9,
                        eps: float = 0.01, weak_draw: str = "paper", seed=0) -> "Markov":
-        """CA-Fed's temporal-correlation mix (001 lines 300–305; papers/cafed.md §2.5, §7 E2–E3).
+        """CA-Fed's temporal-correlation mix (001 lines 300–305; the three groups
+        are Fig. 1d's, line 315; the "code" draw is the authors' repository's, linked at line 311).
 
         "More available" clients have π = 1/2 + g, "less available" π = 1/2 − g;
         "correlated" clients have λ = ν, "weakly correlated" λ ~ N(0, ε²) (``weak_draw=

@@ -16,7 +16,7 @@ _PRESETS: dict[str, tuple[str, Callable[..., Pattern]]] = {
     "P3": ("FedSUM P3: p_t = (S/N)(0.3 sin(πt/5) + 0.7) for all clients (000 line 2442)",
            lambda n_clients=100, per_round=20: Sine.p3(n_clients, per_round)),
     "case1": ("FedSUM Case 1: uniform sampling of S of N", lambda n_clients=100, per_round=20: Uniform(n_clients, per_round)),
-    "case2": ("FedSUM Case 2 with p = S/N (the paper does not give p for Fig. 9; papers/fedsum.md §3.4)",
+    "case2": ("FedSUM Case 2 with p = S/N (the paper does not give p for Fig. 9; p = S/N is chosen here)",
               lambda n_clients=100, per_round=20: Bernoulli(per_round / n_clients, n_clients)),
     "case3": ("FedSUM Case 3: deterministic cyclic blocks of S", lambda n_clients=100, per_round=20: Cyclic(n_clients, per_round)),
     "case4": ("FedSUM Case 4: reshuffled cyclic blocks of S", lambda n_clients=100, per_round=20: ReshuffledCyclic(n_clients, per_round)),

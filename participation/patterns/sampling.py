@@ -51,7 +51,8 @@ class Cyclic(Pattern):
 
     Client c is in S_t iff (c − tS) mod N < S, so every round has exactly S clients even
     when S does not divide N (the block then straddles the end of the order). Exact
-    τ_max = ⌈N/S⌉ − 1 once T ≥ ⌈N/S⌉ − 1 (papers/fedsum.md §3.5; Lemma F.4 gives 2N/S).
+    τ_max = ⌈N/S⌉ − 1 once T ≥ ⌈N/S⌉ − 1 (derived here; Lemma F.4, 000 lines 2262–2279,
+    gives 2N/S).
     """
 
     n_clients: int
@@ -73,7 +74,8 @@ class ReshuffledCyclic(Pattern):
     """Case 4: a new random order every epoch, then blocks of S consecutive clients.
 
     When S divides N an epoch is N/S rounds and every client joins exactly once per
-    epoch. The paper does not say what happens otherwise (papers/fedsum.md §7 item 9);
+    epoch. The paper does not say what happens otherwise (Lemma F.3's epoch of ⌊N/S⌋
+    rounds, 000 line 2251, would leave N mod S clients out);
     ``remainder`` chooses:
 
     * ``"short"`` (default): an epoch is ⌈N/S⌉ rounds and its last round takes the

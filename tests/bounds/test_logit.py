@@ -1,4 +1,5 @@
-"""LOGIT bounds (bounds/logit.py) against papers/logit.md §4 and the seed 003."""
+"""LOGIT bounds (bounds/logit.py) against the seed 003_1b7f746e269658bc.txt (Thms 1–2 and
+their proofs) and values computed independently."""
 import math
 
 import numpy as np
@@ -14,7 +15,7 @@ S = logit.SYMBOLS
 
 
 def constants(**overrides) -> Constants:
-    """The worked example of papers/logit.md §4.4."""
+    """A worked example (inputs chosen here, not from the paper)."""
     base = dict(L=1.0, sigma2=1.0, delta_f=2.3, n_clients=10, local_steps=2, rounds=600, zeta2=1.0,
                 extra={logit.SURROGATE_KEY: 1.0})
     base.update(overrides)
@@ -74,7 +75,7 @@ def test_latex_and_source():
 
 
 def test_theorem_2_is_theorem_1_with_constant_p_symbolically():
-    """The two right-hand sides differ only in the staleness term (papers/logit.md §4.5)."""
+    """The two right-hand sides differ only in the staleness term ((38), 003 lines 646–654)."""
     t1 = thm1().expr
     t2 = thm2().expr
     c1, T, tau, pbm, pmin = S["C1_SYM"], S["T"], S["TAU_MAX"], S["P_BAR_MIN"], S["P_MIN"]
@@ -180,7 +181,8 @@ def test_theorem_2_variants():
     for name in corrected.terms:
         if name != "staleness":
             assert corrected.terms[name] == printed.terms[name]
-    # printed/corrected staleness ratio = 1/√p_min (A20); per-client: √N (A19)
+    # printed/corrected staleness ratio = 1/√p_min ((39) line 661 vs (38) line 654);
+    # per-client: √N (8C₁/√(TN) at line 652 vs 4C₁/(TN)·2√T)
     assert printed.terms["staleness"] / corrected.terms["staleness"] == pytest.approx(1 / math.sqrt(0.3))
     per = [thm2(p=0.3, staleness="per_client", variant=v, **fixed).terms["staleness"] for v in logit.VARIANTS]
     assert per[1] / per[0] == pytest.approx(math.sqrt(10))

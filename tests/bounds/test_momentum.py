@@ -1,5 +1,5 @@
-"""Server-momentum bounds (bounds.momentum) against brute force, sympy, the reference's
-worked values (papers/server_momentum.md §5.6) and the paper's corollaries."""
+"""Server-momentum bounds (bounds.momentum) against brute force, sympy, worked values computed
+independently (not from the paper) and the paper's corollaries (seed 002_5bd9fb077877187f.txt)."""
 from __future__ import annotations
 
 import ast
@@ -56,7 +56,7 @@ def unroll(schedule):
 
 
 def reference_schedule(eta_l=1e-4):
-    """papers/server_momentum.md §5.6: η = (2, 1, 0.5), T_s = (100, 200, 400), ν = 0.9, β_1 = 0.7."""
+    """The paper's η = (2, 1, 0.5) (002 line 328) with T_s = (100, 200, 400), ν = 0.9, β_1 = 0.7 (chosen here)."""
     return constant_and_drop((2.0, 1.0, 0.5), 700, eta_l, nu=0.9, beta1=0.7)
 
 
@@ -96,7 +96,7 @@ def test_schedule_quantities_match_round_by_round_brute_force(schedule):
     assert q.eta_hat3 == pytest.approx(stage_average(3), rel=1e-12)
     assert q.C_eta == pytest.approx(rounds[0][1] / rounds[-1][1], rel=1e-12)
     assert q.C_beta == pytest.approx((1 - rounds[0][2]) / (1 - rounds[-1][2]), rel=1e-12)
-    # the derived identities of reference §3.3: W_2 = T/Σ_s η_s^{-1} and Tη̄/W_2 = (1/S)Σ_s T/T_s
+    # identities derived here from constraint (3): W_2 = T/Σ_s η_s^{-1} and Tη̄/W_2 = (1/S)Σ_s T/T_s
     assert q.W2 == pytest.approx(T / sum(1 / e for e in schedule.eta_g), rel=1e-9)
     assert T * q.eta_bar / q.W2 == pytest.approx(sum(T / t for t in schedule.lengths) / S, rel=1e-9)
     eta_t, beta_t, nu_t = schedule.per_round()
@@ -133,7 +133,8 @@ def test_constant_w1_gives_the_lyapunov_identity(schedule, seed):
 
 
 def test_reference_schedule_example():
-    """§3.3: η = (2, 1, 0.5), ν ≡ 0.9, β_1 = 0.7 give W_1 = 4.2 and β = (0.7, 0.8235, 0.9032)."""
+    """β_s = W_1/(W_1 + η_s ν) (derived from (3)): η = (2, 1, 0.5), ν ≡ 0.9, β_1 = 0.7 give
+    W_1 = 4.2 and β = (0.7, 0.8235, 0.9032)."""
     schedule = reference_schedule()
     q = schedule_quantities(schedule)
     assert schedule.lengths == (100, 200, 400) and schedule.eta_g == (2.0, 1.0, 0.5)
@@ -168,7 +169,7 @@ def test_single_stage_and_fedavg_schedules():
 
 
 def test_reference_worked_values():
-    """§5.6 regression values: Thm 4.1 → 14.4316, Thm 4.6 (m = 5) → 14.5237."""
+    """Regression values from an independent evaluation: Thm 4.1 → 14.4316, Thm 4.6 (m = 5) → 14.5237."""
     schedule = reference_schedule()
     b41 = theorem_4_1(REFERENCE_CONSTANTS, schedule)
     b46 = theorem_4_6(REFERENCE_CONSTANTS, schedule, 5)
@@ -183,7 +184,7 @@ def test_reference_worked_values():
 
 
 def test_uniform_epoch_statistics():
-    """§4.4: K ~ U{1..6} gives φ_1 = 3.5, φ_2 = 91/6, φ_3 = H_6/6 ≈ 0.40833, K_max = 6."""
+    """The experiments' K ~ U{1..6} (002 line 1318) gives φ_1 = 3.5, φ_2 = 91/6, φ_3 = H_6/6 ≈ 0.40833, K_max = 6."""
     stats = LocalStepStats.from_steps(np.arange(1, 7).reshape(6, 1))
     assert (stats.phi1, stats.phi2, stats.k_max) == pytest.approx((3.5, 91 / 6, 6))
     assert stats.phi3 == pytest.approx(2.45 / 6, rel=1e-12)
@@ -206,7 +207,7 @@ def test_local_step_statistics_match_brute_force(seed, rounds, m):
 
 @given(schedules(max_stages=1), st.sampled_from([0.5, 1.0, 3.0]), st.integers(2, 30))
 def test_theorem_4_6_with_everyone_sampled_is_theorem_4_1_for_one_stage(schedule, L, n):
-    """Reference §5.2: m = n and S = 1 make Ψ_l, Ψ_g of Thm 4.6 equal to Thm 4.1's."""
+    """m = n and S = 1 make Ψ_l, Ψ_g of Thm 4.6 equal to Thm 4.1's (derived here)."""
     constants = constants_for(schedule, L=L, n=n)
     full = theorem_4_1(constants, schedule)
     for variant in ("corrected", "strict"):
@@ -307,7 +308,7 @@ def test_conditions_include_the_ones_only_the_proofs_use():
 def test_c_beta_condition_is_vacuous_without_momentum_and_can_fail():
     fedavg = constant_and_drop((2.0, 1.0, 0.5), 700, 1e-4, nu=0.0, beta1=0.5)
     assert theorem_4_1(REFERENCE_CONSTANTS, fedavg).conditions[-1].holds
-    # β_1ν_1 > β_Sν_S: constraint (3) holds but C_β > C_η (reference §8 item 13)
+    # β_1ν_1 > β_Sν_S: constraint (3) holds but C_β > C_η (C_β ≤ C_η is used at 002 line 666)
     eta, nus = (2.0, 1.0), (1.0, 0.5)
     products = [e * v for e, v in zip(eta, nus)]
     schedule = StageSchedule((10, 20), eta, 1e-4, tuple(2.0 / (2.0 + p) for p in products), nus)
@@ -364,7 +365,8 @@ def test_corollary_4_7_rate_from_theorem_4_6():
         f = sp.lambdify((s.m, s.K, s.n, s.S, s.delta_f, s.sigma_l2, s.sigma_g2), ratio)
         values = [f(m, K, m * r, 3, 1, 1, 1) for m, K, r in grid]
         assert max(values) <= 1.5 * min(values) + 1e-12, name  # Θ(1) in m, K, n
-    # Cor 4.7's printed η_l = 1/√(TK) makes the σ_g² term grow like K/√(Tm), not √(K/(Tm)) (ref. §8 item 6)
+    # Cor 4.7's printed η_l = 1/√(TK) makes the σ_g² term grow like K/√(Tm), not √(K/(Tm))
+    # (the proof uses 1/(√T K), 002 line 851)
     printed = sp.simplify(formula_4_6().terms["sigma_g_sampling"].subs(subs | {s.eta_l: 1 / sp.sqrt(s.T * s.K)})
                           / orders["sigma_g_sampling"])
     growth = sp.lambdify(s.K, printed.subs({s.m: 4, s.S: 3, s.sigma_g2: 1}))

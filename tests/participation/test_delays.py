@@ -13,7 +13,7 @@ from participation.patterns import Cyclic
 
 
 def brute_force(mask):
-    """FedSUM eqs. (2)–(4) literally, one round at a time (papers/fedsum.md §2.8)."""
+    """FedSUM eqs. (2)–(4) literally, one round at a time (000 lines 185–196)."""
     rounds, n = mask.shape
     a = [-1] * n
     lasts, taus = [], []
@@ -61,7 +61,8 @@ def test_structural_identities(mask):
     # Lemma B.2 (000 lines 916–946): min_i a_{i, k+τ_max} ≥ k while k + τ_max ≤ T − 1.
     for k in range(mask.shape[0] - m.tau_max):
         assert a[k + m.tau_max].min() >= k
-    # First-selection identity of papers/fedsum.md §2.6: #{t : i ∉ A_t} ≤ τ_max.
+    # First-selection identity (derived here; the F_0 term uses it, 000 line 1050):
+    # #{t : i ∉ A_t} ≤ τ_max.
     assert ((a < 0).sum(axis=0) <= m.tau_max).all()
 
 

@@ -15,7 +15,7 @@ from verify.conformance import conformance
 @dataclass(frozen=True, repr=False)
 class ScaffoldSignBug(Scaffold):
     """SCAFFOLD with the control-variate correction's sign flipped, y ← y − η_l (g_i(y) + c_i − c)
-    (the classic bug of papers/baselines.md): local steps double the client drift instead of
+    (a classic implementation bug): local steps double the client drift instead of
     removing it."""
 
     def round(self, state, problem, active, t, generators):
