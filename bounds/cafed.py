@@ -49,7 +49,8 @@ PAPER = "CA-Fed"
 SEED = "001_2f28135276b05638.txt"
 #: Target weights must sum to 1 within this tolerance.
 SIMPLEX_TOL = 1e-9
-#: Theorem 2 variants: coefficient of L(1+EQ)Γ in ψ (reference cafed.md §7 item T2).
+#: Theorem 2 variants: coefficient of L(1+EQ)Γ in ψ (printed 4, eq. (178), line 1169; 8 derived here from
+#: the recursion (122), line 910, see ``theorem_2``).
 THEOREM_2_VARIANTS = {"corrected": 8, "printed": 4}
 #: The explicit part of Φ's infinite sum stops at most here (a tail bound covers the rest).
 TAIL_START_MAX = 2**26
@@ -243,8 +244,8 @@ def theorem_3(alpha, q, pi, constants: Constants, *, mu=None, Gamma_prime=None, 
         ε_bias ≤ 4κ² d_TV²(α, p) Γ'                                     (15)
 
     The ``d`` symbol of the Bound is d_TV². With ``eps_opt`` the Bound is the total error
-    2κ²(ε_opt + 4κ² d_TV² Γ') from (10) (reference cafed.md §4.2). Stays finite when clients
-    are excluded. Γ' depends on q through w_B*; pass the value for this q. No variant.
+    2κ²(ε_opt + 4κ² d_TV² Γ') from (10) (line 142, with (15) substituted; derived here). Stays
+    finite when clients are excluded. Γ' depends on q through w_B*; pass the value for this q. No variant.
     """
     return _bias_bound(alpha, q, pi, constants, mu, Gamma_prime, eps_opt, factor=4,
                        divergence=lambda a, p: tv(a, p) ** 2, gamma_name="Gamma_prime", item="Thm 3",
@@ -323,8 +324,8 @@ def mixing_quantities(P=None, *, chains=None, H, T, keep=None) -> Mixing:
 
     C_P, T_P: Lemma 16, eqs. (156)–(157) (lines 1058–1064), unit-norm (Kronecker-structured
     for products) eigenvectors, T_P = 0 for diagonalisable chains. C_P is returned as its
-    logarithm: for N two-state clients C_P ~ √(2^N), ln C_P ≈ 128.7 at N = 100 (cafed.md
-    §2.3). 𝒥_T: Definition 1 (eq. (132), line 965) at t = T, in log space.
+    logarithm: for N two-state clients C_P ~ √(2^N), ln C_P ≈ 128.7 at N = 100 (π_k ∈
+    {0.1, 0.9}, lines 300–305; derived here). 𝒥_T: Definition 1 (eq. (132), line 965) at t = T, in log space.
     """
     H = positive(H, "H")
     T = count(T, "T")
@@ -569,7 +570,7 @@ def theorem_2(q, constants: Constants, *, eta, P=None, chains=None, pi=None, sig
     T = ``T`` or ``constants.rounds``. Terms: "variance", "initial distance", "state space"
     (the M = 2^N term), "heterogeneity", "client drift", "burn-in", "correlation".
 
-    Decisions (reference cafed.md §4.3, §7):
+    Decisions made here, each checked against the seed (tags T1, T2, T3, T5 as in the Bound's ``note``):
 
     * the division by S_T is always applied: the appendix (13) (line 1161), (207) and the
       proof (186)–(187), line 1215, have it; the main-text copy (line 162) drops it (T1);
@@ -595,7 +596,8 @@ def theorem_2(q, constants: Constants, *, eta, P=None, chains=None, pi=None, sig
     array η_1..η_T (finite horizon). The chain: ``P`` (matrix / stack / ProductChain; give
     ``pi``) or ``chains=(pi, lam)`` (two-state clients, π read from them). D, G, H, Γ,
     diam(W) come from keywords or ``constants.extra``; D defaults to L·diam(W), G to
-    √(D² + max σ_k²) (43), H to D·diam(W) (Lemma 12) — derived choices, cafed.md §3.2.
+    √(D² + max σ_k²) (43), H to D·diam(W) (Lemma 12) — choices derived here (proof of Lemma 1,
+    lines 536–544; Lemma 12, line 925).
     σ_k² is ``sigma2`` (per client) or ``constants.sigma2``.
 
     Log space (default ``log_space=True``): M = 2^N and C_P ~ √(2^N) overflow floats for
@@ -743,7 +745,7 @@ def _kkt_candidate(pi: np.ndarray, w: np.ndarray, B: float, Q: float, S: np.ndar
 
 
 def optimal_weights(problem: WeightProblem) -> KKTSolution:
-    """Closed-form KKT solution of Problem (212) (Appendix E, lines 1360–1463; cafed.md §5.2).
+    """Closed-form KKT solution of Problem (212) (Appendix E, lines 1360–1463; the closed form is derived here).
 
     J is convex on {q ≥ 0, πᵀq > 0} (quadratic-over-linear plus B/πᵀq), so the KKT point is
     the global minimum. From (224), q_k* = (ι*π_k − θ*)/A_kk where positive, so the support
@@ -756,7 +758,8 @@ def optimal_weights(problem: WeightProblem) -> KKTSolution:
     (linear when π is constant on S). The root kept has q_S > 0, ι > 0 and ι π_k ≤ θ off S
     (dual feasibility); then J(q*) = ι* + C. The paper stops at (227), which still contains
     s*; this closes it. Note q_k* = (ι* − θ*/π_k)/(2(E+1)σ_k²S₂) grows with π_k only when
-    θ* > 0 (Guideline A, line 194, holds only then; cafed.md T9).
+    θ* > 0 (Guideline A, line 194, holds only then: its q_k* = a(ι*π_k − θ*) drops the π_k in
+    A_kk; derived here).
 
     Numerics: the θ-form above cancels catastrophically when B is large (B = υ holds
     M = 2^N, ~1e29 at N = 100, and θ ≈ ιπ_max ~ B), so it is evaluated in the equivalent
@@ -871,12 +874,12 @@ def solve_weights(problem: WeightProblem, *, alpha=None, Gamma: float = 0.0, bia
     Problem (14), lines 171–181, with ε̄_opt = J/S_T (Theorem 2, T1) and
     ε̄_bias = χ²_{α‖p}Γ (``bias="chi2"``, Thm 1) or d_TV²(α, p)Γ' (``bias="tv"``, Thm 3;
     pass Γ' as ``Gamma``). As printed (14) adds the two with weight 1 (default); the total
-    error bound (10) weighs the bias by κ² (χ²) or 4κ² (TV) instead (cafed.md T4) — pass
-    ``bias_weight``. Γ' depends on q through w_B*; it is held fixed here.
+    error bound (10) weighs the bias by κ² (χ²) or 4κ² (TV) instead (derived here from (10),
+    line 142, with (11) or (15)) — pass ``bias_weight``. Γ' depends on q through w_B*; it is held fixed here.
 
     Non-convexity: the paper claims (14) is convex (Appendix D, Proposition 2, line 1302),
     but its proof needs πᵀq constant on the domain while only ‖q‖₁ is: χ²(π⊙̃q) is not
-    convex on the simplex for heterogeneous π (cafed.md T8, a counterexample is in the
+    convex on the simplex for heterogeneous π (found here; a counterexample is in the
     tests), and the TV version is non-smooth and non-convex too (line 190). So SLSQP is run
     from several starts — the KKT optimum of J alone, uniform, unbiased q ∝ α/π, and
     ``starts`` random Dirichlet points (``seed``) — and the best point is kept.
@@ -1002,13 +1005,14 @@ def greedy_weights(alpha, pi, lam, loss_gap, *, Gamma_prime=None, kappa2_bar: fl
                    tau: float = 0.0) -> np.ndarray:
     """CA-Fed's client exclusion (Algorithm 1, lines 253–287; §IV-A, line 226).
 
-    Start from the unbiased weights q = α/π (line 5; printed α/σ̂, a typo, A1). Then two
+    Start from the unbiased weights q = α/π (line 5; printed α/σ̂ at line 262, a typo). Then two
     greedy passes of ``get`` over all clients, each excluding client k (q_k ← 0) when the
     proxy ε̂ of (20) drops by at least ``tau`` (ties count when tau = 0), otherwise leaving
     q unchanged (accept-or-revert, the q⁺ ← q / q ← q⁺ lost in the OCR, lines 281–286):
 
     1. Guideline B: clients by decreasing |λ_k| (ties: lower π first). The ordering uses the
-       modulus, λ(P_k) = (1 + |λ_k|)/2, not the signed λ_k (cafed.md A2);
+       modulus, λ(P_k) = (1 + |λ_k|)/2, not the signed λ_k (a choice made here: Algorithm 1 sorts by λ̂,
+       lines 264 and 276, and Guideline B, line 202, is about λ(P_k));
     2. Guideline A: clients by increasing π_k (ties: larger |λ_k| first).
 
     A step that would exclude every client is skipped. The kept weights stay α_k/π_k

@@ -1,12 +1,19 @@
-"""Throughput ratios, each measured within one run against a straightforward form.
+"""Throughput ratios, each measured within one run against a baseline on the same input.
 
 Ratios (not seconds) are what the project tracks: both sides run on the same machine,
-on the same input, interleaved, and the best of several repetitions is kept.
+on the same input, one after the other, and the best of several repetitions is kept.
+The rows: delay metrics against the plain numpy form; Monte-Carlo E[τ_max] against a
+loop over freshly drawn traces; training rounds against a per-client loop with a torch
+module and optimiser per client; FedAvg against Flower's simulation engine on the same
+workload (when ``fedverify[peers]`` is installed); and, where a CUDA device is present,
+delay metrics and training rounds on it against the same code on the CPU.
+``report`` prints them as one table.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -14,21 +21,43 @@ from participation.delays import per_round_delay
 from participation.expected import monte_carlo
 from participation.patterns import Bernoulli
 
+PEERS_HINT = "install fedverify[peers]"
+
 
 @dataclass(frozen=True)
 class Ratio:
+    """``baseline_seconds / fast_seconds`` on one workload; ``baseline`` names the slower
+    side, ``note`` carries what else was measured alongside (a line of its own)."""
+
     name: str
     workload: str
     baseline_seconds: float
     fast_seconds: float
+    baseline: str = "straightforward"
+    note: str = ""
 
     @property
     def speedup(self) -> float:
         return self.baseline_seconds / self.fast_seconds
 
     def report(self) -> str:
-        return (f"{self.name}: {self.speedup:.1f}x  ({self.workload}; straightforward {self.baseline_seconds * 1e3:.1f} ms,"
-                f" fedverify {self.fast_seconds * 1e3:.1f} ms)")
+        return (f"{self.name}: {self.speedup:.1f}x  ({self.workload}; {self.baseline} "
+                f"{_duration(self.baseline_seconds)}, fedverify {_duration(self.fast_seconds)})")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A row that could not be measured here, and why."""
+
+    name: str
+    reason: str
+
+    def report(self) -> str:
+        return f"{self.name}: skipped ({self.reason})"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms" if seconds < 10 else f"{seconds:.2f} s"
 
 
 def straightforward_per_round_delay(mask: np.ndarray) -> np.ndarray:
@@ -56,7 +85,8 @@ def delay_metrics_ratio(quick: bool = False, density: float = 0.2, seed: int = 0
     fast, got = _best_of(per_round_delay, mask, repeats)
     if not np.array_equal(expected, got):
         raise AssertionError("per_round_delay disagrees with the straightforward form")
-    return Ratio("delay metrics", f"dense {rounds}x{clients} trace, density {density}", base, fast)
+    return Ratio("delay metrics", f"dense {rounds}x{clients} trace, density {density}", base, fast,
+                 baseline="plain numpy")
 
 
 def _straightforward_monte_carlo(rounds: int, n_clients: int, p: float, reps: int, seed: int = 0) -> np.ndarray:
@@ -118,19 +148,64 @@ def _per_client_loop_round(clients_data, global_model, active, eta_l, local_step
             param.add_(torch.stack([u[k] for u in updates]).mean(dim=0))
 
 
-def training_round_ratios(quick: bool = False) -> list[Ratio]:
-    """FedAvg and FedSUM rounds on Logistic (digits, N=100, 20 active, K=5), float32 CPU,
-    against a per-client loop with a torch module and optimiser per client."""
+@dataclass(frozen=True)
+class TrainingWorkload:
+    """The training rows' workload: ``problem`` (float32 CPU), ``trace``, FedAvg's η_l and K,
+    and ``factory``, a picklable zero-argument callable that rebuilds ``problem`` (how the
+    Flower side loads the clients' data)."""
+
+    problem: object
+    trace: object
+    eta_l: float
+    local_steps: int
+    batch_size: int
+    description: str
+    factory: object = None
+
+    @property
+    def rounds(self) -> int:
+        return self.trace.n_rounds
+
+
+def training_workload(quick: bool = False, rounds: int | None = None, n_clients: int = 100,
+                      active: int = 20) -> TrainingWorkload:
+    """Logistic on digits (Dirichlet(1) split over N = ``n_clients`` clients, at least 8
+    samples each), ``active`` clients a round drawn uniformly, K = 5 local steps of
+    mini-batch 16, η_l = 0.05, float32 on the CPU; ``rounds`` rounds (default 20 with
+    ``quick``, else 100)."""
     import torch
 
-    from algorithms import get, run
     from algorithms.problems import Logistic
     from participation.patterns import Uniform
 
-    n, active, steps, batch = 100, 20, 5, 16
-    rounds = 20 if quick else 100
-    problem = Logistic.digits(n_clients=n, alpha=1.0, batch_size=batch, seed=0, min_size=8, dtype=torch.float32)
-    trace = Uniform(n, active).sample(rounds, seed=0)
+    steps, batch = 5, 16
+    rounds = rounds or (20 if quick else 100)
+    factory = partial(Logistic.digits, n_clients=n_clients, alpha=1.0, batch_size=batch, seed=0, min_size=8,
+                      dtype=torch.float32)
+    trace = Uniform(n_clients, active).sample(rounds, seed=0)
+    return TrainingWorkload(factory(), trace, 0.05, steps, batch,
+                            f"Logistic on digits, N={n_clients}, {active} active, K={steps}, B={batch}, "
+                            f"{rounds} rounds, float32 CPU", factory)
+
+
+def _engine_fedavg(work: TrainingWorkload, problem=None):
+    from algorithms import get, run
+
+    problem = work.problem if problem is None else problem
+    return run(get("fedavg", eta_l=work.eta_l, local_steps=work.local_steps), problem, work.trace, seed=0,
+               record_every=work.rounds)
+
+
+def training_round_ratios(quick: bool = False, work: TrainingWorkload | None = None) -> list[Ratio]:
+    """FedAvg and FedSUM rounds on the training workload (``work``, default
+    ``training_workload(quick)``), against a per-client loop with a torch module and
+    optimiser per client."""
+    import torch
+
+    from algorithms import get, run
+
+    work = work or training_workload(quick)
+    problem, trace, rounds, n = work.problem, work.trace, work.rounds, work.problem.n_clients
     data = problem.data
     clients_data = [(torch.as_tensor(data.features[data.owner == i], dtype=torch.float32),
                      torch.as_tensor(data.labels[data.owner == i])) for i in range(n)]
@@ -141,21 +216,119 @@ def training_round_ratios(quick: bool = False) -> list[Ratio]:
     def loop(correction):
         model = torch.nn.Linear(features, 10)
         for t in range(rounds):
-            _per_client_loop_round(clients_data, model, np.flatnonzero(trace.mask[t]), 0.05, steps, batch,
-                                   problem.reg, correction)
+            _per_client_loop_round(clients_data, model, np.flatnonzero(trace.mask[t]), work.eta_l, work.local_steps,
+                                   work.batch_size, problem.reg, correction)
 
     timings = {}
     for name, fn in {
         "loop fedavg": lambda: loop(None),
         "loop fedsum": lambda: loop(corrections),
-        "fedavg": lambda: run(get("fedavg", eta_l=0.05, local_steps=steps), problem, trace, seed=0, record_every=rounds),
-        "fedsum": lambda: run(get("fedsum", eta_l=0.05 * n, eta_g=1.0, local_steps=steps), problem, trace, seed=0,
-                              record_every=rounds),
+        "fedavg": lambda: _engine_fedavg(work),
+        "fedsum": lambda: run(get("fedsum", eta_l=work.eta_l * n, eta_g=1.0, local_steps=work.local_steps), problem,
+                              trace, seed=0, record_every=rounds),
     }.items():
         timings[name] = min(_timed(fn) for _ in range(3))
-    workload = f"Logistic on digits, N={n}, {active} active, K={steps}, {rounds} rounds, float32 CPU"
-    return [Ratio("training rounds, FedAvg", workload, timings["loop fedavg"], timings["fedavg"]),
-            Ratio("training rounds, FedSUM", workload, timings["loop fedsum"], timings["fedsum"])]
+    return [Ratio("training rounds, FedAvg", work.description, timings["loop fedavg"], timings["fedavg"],
+                  baseline="per-client loop"),
+            Ratio("training rounds, FedSUM", work.description, timings["loop fedsum"], timings["fedsum"],
+                  baseline="per-client loop")]
+
+
+def flower_ratio(quick: bool = False, work: TrainingWorkload | None = None) -> Ratio | Skipped:
+    """FedAvg on the training workload in the engine against Flower's simulation engine
+    (``verify.peers``: same clients and data, model, batches, participation, K, B, η_l and
+    aggregation, float32 CPU), each side from x_0 = 0 for all rounds.
+
+    Flower's time is that of its rounds alone, in one run (Ray start-up and shutdown are
+    in the note; a second run would start Ray again); the engine's is its whole ``run``,
+    best of 3. The note gives both final losses f(x_T) (float64) and the largest
+    difference of the final parameters, which show that the ratio is one of equal work.
+    Skipped, with the reason, when Flower is not installed or its simulation cannot start.
+    """
+    name = "FedAvg vs Flower"
+    try:
+        from . import peers
+    except ImportError as err:
+        missing = err.name or "flwr"
+        what = "Flower is" if missing.split(".")[0] == "flwr" else f"{missing} (Flower's simulation extra) is"
+        return Skipped(name, f"{what} not installed; {PEERS_HINT}")
+    import torch
+
+    work = work or training_workload(quick)
+    try:
+        flower = peers.run_flower(work.factory, work.trace, work.eta_l, work.local_steps, seed=0)
+    except Exception as err:  # Ray or Flower failing to start: say why, carry on with the bench
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[-1]
+        return Skipped(name, f"Flower's simulation did not run: {reason}")
+    history = _engine_fedavg(work)
+    engine = min(_timed(lambda: _engine_fedavg(work)) for _ in range(3))
+    reference = work.problem.to(dtype=torch.float64)
+    loss = {side: float(reference.loss(torch.as_tensor(x))) for side, x in
+            (("fedverify", history.final_params), ("Flower", flower.params))}
+    gap = float(np.abs(history.final_params - flower.params).max())
+    rounds = work.rounds
+    note = (f"final loss fedverify {loss['fedverify']:.6f}, Flower {loss['Flower']:.6f} (max |Δx| {gap:.1e});"
+            f" per round Flower {_duration(flower.round_seconds / rounds)}, fedverify {_duration(engine / rounds)};"
+            f" Flower start-up and shutdown {_duration(flower.overhead_seconds)}, not counted")
+    return Ratio(name, work.description, flower.round_seconds, engine, baseline=f"Flower {peers.version()}",
+                 note=note)
+
+
+def gpu_delay_ratio(device, rounds: int, clients: int, density: float = 0.2, seed: int = 0) -> Ratio:
+    """Delay metrics τ_t on a (rounds × clients) Bernoulli(density) trace held on ``device``
+    (the torch kernel of ``participation.expected``), against ``per_round_delay`` on the
+    CPU on the same trace; both results must agree. The note gives cells/s on each."""
+    import torch
+
+    from participation.expected._torch_delay import per_round_delay_torch
+
+    generator = torch.Generator(device=device).manual_seed(seed)
+    mask = torch.rand((rounds, clients), generator=generator, device=device) < density
+    host = mask.cpu().numpy()
+    fast, got = _best_of(lambda m: per_round_delay_torch(m, device), mask, 3)
+    base, expected = _best_of(per_round_delay, host, 2)
+    if not np.array_equal(expected, got):
+        raise AssertionError(f"delay metrics on {device} disagree with the CPU path")
+    cells = rounds * clients
+    return Ratio(f"delay metrics on {device}", f"dense {rounds}x{clients} trace, density {density}", base, fast,
+                 baseline="fedverify CPU",
+                 note=f"{cells / fast:.3g} cells/s on {device}, {cells / base:.3g} cells/s on the CPU")
+
+
+def gpu_training_ratio(device, rounds: int, n_clients: int = 1000, active: int = 200, n_samples: int = 100_000,
+                       dim: int = 100) -> Ratio:
+    """FedAvg rounds with the problem on ``device`` against the same run on the CPU: Logistic
+    on a Gaussian mixture (``n_samples`` points, ``dim`` features, 10 classes, Dirichlet(1)
+    over ``n_clients``), ``active`` clients a round, K = 5, B = 64, float32. The note gives
+    rounds/s on each."""
+    import torch
+
+    from algorithms.problems import Logistic
+    from participation.patterns import Uniform
+
+    steps, batch = 5, 64
+    problem = Logistic.synthetic(n_clients=n_clients, alpha=1.0, n_samples=n_samples, dim=dim, n_classes=10,
+                                 batch_size=batch, seed=0, min_size=8, dtype=torch.float32)
+    work = TrainingWorkload(problem, Uniform(n_clients, active).sample(rounds, seed=0), 0.05, steps, batch, "")
+    on_device = problem.to(device)
+    fast = min(_timed(lambda: _engine_fedavg(work, on_device)) for _ in range(3))
+    base = min(_timed(lambda: _engine_fedavg(work)) for _ in range(2))
+    workload = (f"Logistic on a Gaussian mixture, {n_samples} samples, dim {dim}, 10 classes, N={n_clients}, "
+                f"{active} active, K={steps}, B={batch}, {rounds} rounds, float32")
+    return Ratio(f"training rounds on {device}, FedAvg", workload, base, fast, baseline="fedverify CPU",
+                 note=f"{rounds / fast:.3g} rounds/s on {device}, {rounds / base:.3g} rounds/s on the CPU")
+
+
+def gpu_ratios(quick: bool = False) -> list[Ratio | Skipped]:
+    """The GPU rows on ``cuda`` (10^4 × 10^5 trace and 50 rounds; 2000 × 10^5 and 10 with
+    ``quick``), or one skipped row when no CUDA device is present."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return [Skipped("GPU", "no CUDA device present: delay metrics (cells/s) and training rounds/s on the GPU "
+                               "not measured")]
+    return [gpu_delay_ratio("cuda", 2_000 if quick else 10_000, 100_000),
+            gpu_training_ratio("cuda", 10 if quick else 50)]
 
 
 def _timed(fn) -> float:
@@ -164,6 +337,36 @@ def _timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def run_all(quick: bool = False, workers: int = 1) -> list[Ratio]:
+def run_all(quick: bool = False, workers: int = 1) -> list[Ratio | Skipped]:
     return [delay_metrics_ratio(quick=quick), *monte_carlo_ratios(quick=quick, workers=workers),
-            *training_round_ratios(quick=quick)]
+            *training_round_ratios(quick=quick), flower_ratio(quick=quick), *gpu_ratios(quick=quick)]
+
+
+def format_table(rows: list[Ratio | Skipped]) -> str:
+    """One line per row: ``name:``, speed-up, baseline and its time, fedverify's time and the
+    workload, in aligned columns; a skipped row gives its reason, a note follows its row on
+    an indented line."""
+    measured = [row for row in rows if isinstance(row, Ratio)]
+    columns = {id(row): (f"{row.speedup:.1f}x", f"{row.baseline} {_duration(row.baseline_seconds)}",
+                         f"fedverify {_duration(row.fast_seconds)}") for row in measured}
+    name_width = max(len(row.name) + 1 for row in rows)
+    widths = [max((len(c[k]) for c in columns.values()), default=0) for k in range(3)]
+    widths[0] = max(widths[0], len("skipped") if len(measured) < len(rows) else 0)
+    lines = []
+    for row in rows:
+        name = f"{row.name + ':':<{name_width}}"
+        if isinstance(row, Skipped):
+            lines.append(f"{name}  {'skipped':>{widths[0]}}  ({row.reason})")
+            continue
+        ratio, base, fast = columns[id(row)]
+        lines.append(f"{name}  {ratio:>{widths[0]}}  {base:<{widths[1]}}  {fast:<{widths[2]}}  {row.workload}")
+        if row.note:
+            lines.append(f"{'':<{name_width}}  {row.note}")
+    return "\n".join(lines)
+
+
+def report(quick: bool = False, workers: int = 1) -> str:
+    """The bench as printed by ``fedverify bench``."""
+    head = (f"fedverify bench{' --quick' if quick else ''}: speed-up = baseline time / fedverify time, "
+            "measured in this run")
+    return head + "\n" + format_table(run_all(quick=quick, workers=workers))

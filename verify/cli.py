@@ -1,7 +1,8 @@
 """The ``fedverify`` command (also ``python -m verify``).
 
 Commands: ``check`` (the main job, and what a bare ``fedverify`` runs), ``delays``, ``mc``,
-``bound``, ``bench``. Every error is one line on stderr and exit code 2; no traceback
+``bound``, ``sweep`` (a grid of checks and Monte-Carlo jobs from a spec file, in parallel,
+resumable), ``bench``. Every error is one line on stderr and exit code 2; no traceback
 reaches the user.
 """
 from __future__ import annotations
@@ -69,6 +70,25 @@ Verdict labels:
 
 Writes check.json, check.csv and check.png (running mean of ‖∇f‖² of seed 0 against the
 bound, one panel per pattern) into --output; each file is written atomically."""
+
+
+SWEEP_HELP = """\
+Runs every cell of SPEC that has no record in --output yet. A check cell runs an
+algorithm on a problem under a pattern, as `fedverify check` does, and records the
+measured (1/T) Σ_t ‖∇f(x_t)‖², f(x_T), the bound, ratio and verdict; a Monte-Carlo cell
+estimates E[τ_max] and E[τ_avg] of a pattern with confidence intervals, beside the exact
+values and the paper's bound, as `fedverify mc` does.
+
+Each finished cell is written at once to OUTPUT/cells/<key>.json, the key being the sha256
+of the cell's config; started again, a sweep skips the cells already written, so an
+interrupted sweep resumes losing nothing and running nothing twice. At the end the table
+of the spec's cells is printed and written to OUTPUT/results.csv. Cells run on local
+processes (--processes), on a Dask cluster (--scheduler) or on a local Dask cluster
+(--workers; both need `pip install "fedverify[distributed]"`). A cell's numbers depend on
+its config only, wherever it runs. `fedverify sweep --example` prints a small spec.
+
+Spec format:
+"""
 
 
 class UsageError(Exception):
@@ -167,6 +187,25 @@ def _add_bound(commands):
     bound.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a theorem-specific input; repeatable")
 
 
+def _add_sweep(commands):
+    from .sweep import __doc__ as sweep_doc
+
+    spec_format = (sweep_doc or "").partition("Spec format\n-----------\n")[2]   # empty under python -OO
+    sweep = commands.add_parser("sweep", help="a grid of checks and Monte-Carlo jobs from a spec file (TOML or JSON), "
+                                              "in parallel, stored cell by cell and resumable",
+                                description=SWEEP_HELP + spec_format, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sweep.add_argument("spec", nargs="?", metavar="SPEC", help="the spec file (.toml or .json)")
+    sweep.add_argument("--output", "-o", default="fedverify-sweep", help="results folder, created (default fedverify-sweep)")
+    where = sweep.add_mutually_exclusive_group()
+    where.add_argument("--processes", "-j", type=_positive(int), metavar="N",
+                       help="local worker processes (default: the CPUs available, at most one per cell to run); "
+                            "1 runs in this process")
+    where.add_argument("--scheduler", metavar="ADDRESS", help="run on the Dask cluster of this scheduler, e.g. tcp://host:8786")
+    where.add_argument("--workers", type=_positive(int), metavar="N", help="run on a local Dask cluster of N worker processes")
+    sweep.add_argument("--example", action="store_true", help="print a small example spec and exit")
+    sweep.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal anyway)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fedverify", description="Check federated-learning theory against training runs. "
                                                    "Without a command, runs `check` with its defaults.")
@@ -192,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--plot", metavar="FILE", help="histograms of τ_max and τ_avg with the estimates to FILE (.png, .pdf, .svg)")
 
     _add_bound(commands)
+    _add_sweep(commands)
 
     experiment = commands.add_parser(
         "experiment", help="a paper's experiment: 'fedsum' is FedSUM Section 5 (loss and test accuracy vs rounds "
@@ -206,7 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument("--rounds", "-T", type=_positive(int), default=60, help="rounds (paper: 2000; default 60)")
     experiment.add_argument("--local-steps", "-K", type=_positive(int), default=10, help="local updates (paper: 10)")
     experiment.add_argument("--batch", type=_positive(int), default=32, help="mini-batch (paper: 128; default 32 for digits)")
-    experiment.add_argument("--eta-l", type=float, default=0.05, help="local rate, constant (paper: 0.01 decayed)")
+    experiment.add_argument("--eta-l", type=float, default=0.05,
+                            help="initial local rate η_0, decayed as η_0/√(t/10+1) as in the paper (paper: 0.01)")
+    experiment.add_argument("--constant-rate", action="store_true", help="keep η_l constant instead of decaying it")
     experiment.add_argument("--eta-g", type=float, default=1.0, help="server rate (paper: 1.0)")
     experiment.add_argument("--algorithms", nargs="+", help="default: fedsum fedsum-cr fedavg fedau fedawe fedvarp mifa scaffold")
     experiment.add_argument("--patterns", nargs="+", default=["P1", "P2", "P3"])
@@ -216,7 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument("--output", "-o", default="fedverify-experiment", help="output folder (created)")
     experiment.add_argument("--no-progress", action="store_true")
 
-    bench = commands.add_parser("bench", help="throughput ratios against straightforward implementations")
+    bench = commands.add_parser("bench", help="throughput ratios against straightforward implementations, Flower "
+                                              "(with fedverify[peers]) and, on a GPU, the CPU")
     bench.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     bench.add_argument("--workers", type=_positive(int), default=1, help="also time Monte-Carlo on this many processes")
     return parser
@@ -336,9 +379,9 @@ def run_mc(args) -> str:
 
 
 def run_bench(args) -> str:
-    from .bench import run_all
+    from .bench import report
 
-    return "\n".join(ratio.report() for ratio in run_all(quick=args.quick, workers=args.workers))
+    return report(quick=args.quick, workers=args.workers)
 
 
 # ---------------------------------------------------------------------------- check
@@ -430,21 +473,9 @@ def _algorithms(values) -> list[str]:
     return list(dict.fromkeys(algorithms.get(name).name for name in _names(values)))
 
 
-def _curve(result, problem, source, consts, device) -> np.ndarray:
+def _curve(result) -> np.ndarray:
     """Running mean (1/t) Σ_{s<t} ‖∇f(x_s)‖² of the first seed on the first trace the check ran."""
-    import algorithms
-    from bounds import fedsum
-
-    T, K = result.rounds, result.local_steps
-    trace = Trace(source.mask[:T]) if isinstance(source, Trace) else source.sample(T, seed=0)
-    steps = result.step_sizes
-    if result.expectation and not isinstance(source, Trace):   # Cor 4.1: step sizes of each realised trace
-        m = delay_metrics(trace)
-        steps = fedsum.step_sizes_4_1(consts.to_constants(local_steps=K, rounds=T, n_clients=result.n_clients),
-                                      m.tau_max, m.tau_avg)
-    alg = algorithms.get(result.algorithm, eta_g=steps["eta_g"], eta_l=steps["eta_l"], local_steps=K)
-    history = algorithms.run(alg, problem, trace, seed=result.seeds[0], device=device)
-    g = np.asarray(history.grad_norm2, dtype=float)
+    g = np.asarray(result.first_run.grad_norm2, dtype=float)
     return np.cumsum(g) / np.arange(1, g.size + 1)
 
 
@@ -499,7 +530,7 @@ def run_check(args) -> str:
     problem = _problem(args.problem, n_clients)
     consts = problem_constants(problem) if args.problem in OWN_CONSTANTS else estimate_constants(problem)
     rows = []
-    bar = tqdm(total=len(names) * len(patterns) * (args.seeds + 1), unit="run", desc="fedverify check",
+    bar = tqdm(total=len(names) * len(patterns) * args.seeds, unit="run", desc="fedverify check",
                disable=True if args.no_progress else None, file=sys.stderr)
     with bar:
         for name in names:
@@ -509,8 +540,7 @@ def run_check(args) -> str:
                 result = check(name, problem, source, theorem, seeds=args.seeds, rounds=rounds, local_steps=args.local_steps,
                                constants=consts, confidence=args.confidence, device=device)
                 bar.update(args.seeds)
-                rows.append(_row(result, label, theorem, _curve(result, problem, source, consts, device)))
-                bar.update(1)
+                rows.append(_row(result, label, theorem, _curve(result)))
     footnotes = check_footnotes(rows, theorem)
     if consts.estimated:
         footnotes.append(f"estimated constants ({', '.join(consts.estimated)}): every verdict rests on these estimates, "
@@ -680,6 +710,46 @@ def run_bound(args) -> str:
     return bound_report(name, bound, _shown(kwargs))
 
 
+# ---------------------------------------------------------------------------- sweep
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run_sweep(args) -> str:
+    """The cells of the spec that have no record yet, then the table of all of them."""
+    import signal
+
+    from . import sweep
+    from .executors import default_processes, open_executor
+
+    if args.example:
+        return sweep.EXAMPLE_SPEC.rstrip("\n")
+    if not args.spec:
+        raise UsageError("sweep needs a SPEC file (.toml or .json); fedverify sweep --example prints one")
+    spec = sweep.load_spec(args.spec)
+    processes = args.processes
+    if processes is None and args.scheduler is None and args.workers is None:
+        todo = len(sweep.expand(spec)) - len(sweep.finished_keys(spec, args.output))
+        processes = max(1, min(default_processes(), todo))
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)   # a terminated sweep stops its workers too
+    try:
+        with open_executor(processes=processes, scheduler=args.scheduler, workers=args.workers) as executor:
+            try:
+                outcome = sweep.run_sweep(spec, args.output, executor=executor, progress=False if args.no_progress else None)
+            except sweep.SweepError as err:
+                raise UsageError(str(err)) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    where = ("this process" if executor is None and args.scheduler is None and args.workers is None
+             else f"the Dask scheduler at {args.scheduler}" if args.scheduler
+             else f"a local Dask cluster of {args.workers} workers" if args.workers else f"{processes} processes")
+    head = (f"{len(outcome.rows)} cells: {outcome.ran} run now on {where}, {outcome.skipped} found done"
+            + (f" ({spec.description})" if spec.description else ""))
+    return "\n".join([head, sweep.summary_table(outcome.rows), f"wrote {outcome.table} (records in {outcome.folder / sweep.CELLS_FOLDER})"])
+
+
 # ---------------------------------------------------------------------------- main
 
 
@@ -711,10 +781,12 @@ def run_experiment(args) -> str:
     result = experiment.fedsum_experiment(problem, args.rounds, algorithms=algorithms, patterns=args.patterns,
                                           local_steps=args.local_steps, eta_l=args.eta_l, eta_g=args.eta_g,
                                           seed=args.seed, record_every=args.record_every, device=args.device,
-                                          progress=not args.no_progress and sys.stderr.isatty())
+                                          progress=not args.no_progress and sys.stderr.isatty(),
+                                          local_schedule=None if args.constant_rate else "sqrt")
     paths = experiment.write(result, args.output)
     head = (f"FedSUM Section 5 on {args.dataset}: N={args.clients}, Dirichlet({args.alpha}), K={args.local_steps}, "
-            f"T={args.rounds}, batch {args.batch}, eta_l={args.eta_l} (constant), eta_g={args.eta_g}")
+            f"T={args.rounds}, batch {args.batch}, eta_l={args.eta_l}"
+            f"{' (constant)' if args.constant_rate else '/sqrt(t/10+1)'}, eta_g={args.eta_g}")
     return "\n".join([head, result.table(), "wrote " + ", ".join(str(p) for p in paths)])
 
 
@@ -725,7 +797,7 @@ def main(argv=None) -> int:
         if args.command is None:
             args = parser.parse_args(["check"])
         commands = {"check": run_check, "delays": run_delays, "mc": run_mc, "bound": run_bound, "bench": run_bench,
-                    "experiment": run_experiment}
+                    "experiment": run_experiment, "sweep": run_sweep}
         output = commands[args.command](args)
     except (UsageError, ValueError, OSError) as err:
         print(f"fedverify: error: {_one_line(err)}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""CA-Fed bounds: verification vectors of cafed.md §8, KKT vs scipy, variants, log space, bad inputs."""
+"""CA-Fed bounds (seed 001_2f28135276b05638.txt): verification vectors computed here, KKT vs scipy, variants,
+log space, bad inputs."""
 from __future__ import annotations
 
 import math
@@ -26,11 +27,11 @@ def thm2(q=None, constants=CONST, **kwargs):
 
 
 def problem_212(B: float) -> cafed.WeightProblem:
-    """§8 setup: σ_k = 1, S₂ = 1, E = 2, C = 0, Q = 1, so A_kk = 2(E+1)π_k = 6π_k."""
+    """Setup of the verification vectors: σ_k = 1, S₂ = 1, E = 2, C = 0, Q = 1, so A_kk = 2(E+1)π_k = 6π_k."""
     return cafed.WeightProblem(PI6, 6 * PI6, B, 0.0, 1.0)
 
 
-# ------------------------------------------------------------------------ §8 verification vectors
+# ------------------------------------------------------------------------ verification vectors (computed here)
 @pytest.mark.parametrize("pi, lam, rate, log_inv, cp, hitting", [
     (0.1, 0.9, 0.95, 0.0513, 2.5612, 100.0),
     (0.9, 0.0, 0.5, 0.6931, 2.5612, 1.111),
@@ -61,7 +62,7 @@ def test_hundred_clients_log_cp_and_type_table():
     mix = cafed.mixing_quantities(chains=(pi, np.full(100, 0.9)), H=1.0, T=200)
     assert mix.log_cp == pytest.approx(128.7, abs=0.05) and mix.C_P == pytest.approx(math.exp(mix.log_cp))
     assert 1 / -math.log(mix.lam_P) == pytest.approx(19.50, abs=0.005)
-    assert mix.J_T == 200  # 𝒥_t = t through a 200-round run (cafed.md §4.3)
+    assert mix.J_T == 200  # 𝒥_t = t through a 200-round run (derived here: the ceiling in (132), line 965, is > 2500)
     assert mix.lag(3000, 1.0) == math.ceil((math.log(2 * 3000) + mix.log_cp) / -math.log(0.95))
     weak = cafed.mixing_quantities(chains=(pi, np.full(100, 0.01)), H=1.0, T=200)
     assert 1 / -math.log(weak.lam_P) == pytest.approx(1.46, abs=0.01)
@@ -88,7 +89,7 @@ def test_guideline_a_only_when_theta_positive():
 
 
 def test_chi2_not_convex_on_the_simplex():
-    """cafed.md T8: exact rational counterexample to Appendix D, Proposition 2 (line 1302)."""
+    """Exact rational counterexample (found here) to Appendix D, Proposition 2 (line 1302)."""
     pi = [Fraction(s) for s in ("0.698", "0.064", "0.19")]
     alpha = [Fraction(s) for s in ("0.138", "0.838", "0.024")]
     q1 = [Fraction(s) for s in ("0.756", "0.107", "0.137")]
@@ -160,7 +161,8 @@ PI8 = np.repeat([0.9, 0.1], 4)
 
 
 def kkt_mpmath(problem: cafed.WeightProblem, dps: int = 80):
-    """Independent reference: the paper's θ-form of §5.2 at ``dps`` digits, brute force over top-m supports.
+    """Independent reference: the θ-form (the paper's multipliers ι, θ of (224)–(227), lines 1439–1463, closed
+    here as in ``cafed.optimal_weights``) at ``dps`` digits, brute force over top-m supports.
 
     ι = (Q + θa)/b and a(ac − b²)θ² + 2Qac·θ + (cQ² − 2Bb²) = 0 with mpmath; both roots are tried and
     a root is kept when q ≥ 0, ιπ_k ≤ θ off S and ‖q‖₁ = Q (to 1e-30: a spurious root from
@@ -232,7 +234,7 @@ def test_kkt_matches_mpmath(seed, log_b, ties):
 
 
 def test_kkt_at_the_papers_size():
-    """N = 100 two-state clients (π ∈ {0.1, 0.9}, ln C_P ≈ 128.7, §8): B = υ ≈ 5.2e29 holds M = 2^100.
+    """N = 100 two-state clients (π ∈ {0.1, 0.9}, ln C_P ≈ 128.7, computed here): B = υ ≈ 5.2e29 holds M = 2^100.
     The θ-form returned ‖q‖₁ ≈ 9.9e17 and a 'bound' of 3.4e14 for a true optimum of 4.9e30."""
     pi, lam = np.repeat([0.1, 0.9], 50), np.tile([0.9, 0.0], 50)
     kw = KW | {"chains": (pi, lam)}

@@ -1,0 +1,138 @@
+"""``fedverify bench``: the table, the Flower comparison and the GPU rows.
+
+Nothing here asserts a time or a speed-up; the benchmarks run on tiny workloads and the
+tests check what they compute and print.
+"""
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import verify
+from participation import Trace
+from verify import bench
+from verify.cli import main
+
+
+def peers_module():
+    """``verify.peers``, skipping the test when Flower or its simulation extra is absent."""
+    pytest.importorskip("flwr")
+    pytest.importorskip("ray")
+    from verify import peers
+
+    return peers
+
+
+def tiny_workload(rounds=3, n_clients=6, active=3):
+    return bench.training_workload(rounds=rounds, n_clients=n_clients, active=active)
+
+
+# ------------------------------------------------------------------------- the table
+
+def test_table_aligns_rows_and_prints_notes_and_skips():
+    rows = [bench.Ratio("delay metrics", "dense trace", 0.03, 0.002, baseline="plain numpy"),
+            bench.Ratio("FedAvg vs Flower", "digits", 12.0, 0.25, baseline="Flower 1.0", note="final loss 1.5 and 1.5"),
+            bench.Skipped("GPU", "no CUDA device present")]
+    lines = bench.format_table(rows).splitlines()
+    assert lines[0].startswith("delay metrics:") and "15.0x" in lines[0] and "plain numpy 30.0 ms" in lines[0]
+    assert "48.0x" in lines[1] and "Flower 1.0 12.00 s" in lines[1] and "fedverify 250.0 ms" in lines[1]
+    assert lines[2].strip() == "final loss 1.5 and 1.5" and lines[2].startswith(" ")
+    assert lines[3].startswith("GPU:") and "skipped" in lines[3] and "(no CUDA device present)" in lines[3]
+    assert lines[0].index("x ") == lines[1].index("x ")             # speed-ups right-aligned in one column
+    assert lines[0].index("fedverify") == lines[1].index("fedverify")
+
+
+def test_bench_quick_prints_every_row(monkeypatch, capsys):
+    """The CLI's table with the slow training rows replaced by their tiny-workload versions."""
+    work, training_round_ratios = tiny_workload(rounds=2), bench.training_round_ratios
+    monkeypatch.setattr(bench, "training_round_ratios", lambda quick: training_round_ratios(work=work))
+    monkeypatch.setattr(bench, "flower_ratio", lambda quick: bench.Skipped("FedAvg vs Flower", "not run in this test"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["bench", "--quick"]) == 0
+    out = capsys.readouterr().out
+    for row in ("delay metrics:", "Monte-Carlo E[tau_max], gap sampling:", "Monte-Carlo E[tau_max], whole traces:",
+                "training rounds, FedAvg:", "training rounds, FedSUM:", "FedAvg vs Flower:", "GPU:"):
+        assert sum(line.startswith(row) for line in out.splitlines()) == 1, row
+    assert out.startswith("fedverify bench --quick:")
+
+
+def test_training_rows_measure_both_sides():
+    rows = bench.training_round_ratios(work=tiny_workload(rounds=2))
+    assert [r.name for r in rows] == ["training rounds, FedAvg", "training rounds, FedSUM"]
+    assert all(r.baseline == "per-client loop" and r.baseline_seconds > 0 and r.fast_seconds > 0 for r in rows)
+
+
+# --------------------------------------------------------------------------- Flower
+
+def test_flower_absent_prints_the_skip_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "flwr", None)          # import flwr → ImportError
+    monkeypatch.delitem(sys.modules, "verify.peers", raising=False)
+    monkeypatch.delattr(verify, "peers", raising=False)
+    row = bench.flower_ratio(quick=True)
+    assert isinstance(row, bench.Skipped)
+    line = bench.format_table([row])
+    assert line.startswith("FedAvg vs Flower:") and "skipped" in line and "install fedverify[peers]" in line
+    assert "\n" not in line
+
+
+def test_flower_failing_to_start_is_a_skip_with_the_reason(monkeypatch):
+    peers = peers_module()
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("Ray could not start\nno resources")
+
+    monkeypatch.setattr(peers, "run_flower", refuse)
+    row = bench.flower_ratio(work=tiny_workload())
+    assert isinstance(row, bench.Skipped) and row.reason == "Flower's simulation did not run: no resources"
+
+
+def test_shared_batches_are_the_engines():
+    peers = peers_module()
+    from algorithms.noise import NoiseStream
+
+    problem = tiny_workload().problem
+    batches = peers.SharedBatches(7, tuple(int(s) for s in problem.data.sizes), problem.batch_size)
+    for t, k in [(0, 0), (3, 2)]:
+        engine = problem.data.batch_positions(NoiseStream(7).generator(t, k), problem.batch_size)
+        for client in range(problem.n_clients):
+            assert torch.equal(batches.rows(client, t, k), engine[client])
+
+
+def test_flower_fedavg_computes_the_engines_fedavg():
+    """Same data, batches, participation (full, partial and empty rounds) and aggregation:
+    the final parameters agree to float32 rounding, and so do the losses."""
+    peers = peers_module()
+    work = tiny_workload()
+    mask = np.ones((4, work.problem.n_clients), dtype=bool)
+    mask[1, ::2] = False
+    mask[2] = False
+    mask[3, 1:] = False
+    work = bench.TrainingWorkload(work.problem, Trace(mask), work.eta_l, work.local_steps, work.batch_size, "",
+                                  work.factory)
+    peer = peers.run_flower(work.factory, work.trace, work.eta_l, work.local_steps, seed=0)
+    engine = bench._engine_fedavg(work).final_params
+    assert peer.rounds == 4 and peer.params.shape == engine.shape
+    assert np.abs(engine).max() > 1e-3                           # it trained
+    np.testing.assert_allclose(peer.params, engine, rtol=0, atol=1e-5)
+    reference = work.problem.to(dtype=torch.float64)
+    losses = [float(reference.loss(torch.as_tensor(x))) for x in (engine, peer.params)]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+
+
+# ------------------------------------------------------------------------------ GPU
+
+def test_gpu_rows_are_skipped_without_a_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    rows = bench.gpu_ratios(quick=True)
+    assert len(rows) == 1 and isinstance(rows[0], bench.Skipped)
+    line = bench.format_table(rows)
+    assert line.startswith("GPU:") and "skipped" in line and "no CUDA device present" in line
+
+
+def test_device_rows_run_on_the_cpu():
+    """The GPU rows' code, pointed at the CPU on tiny inputs (it checks its own results)."""
+    delay = bench.gpu_delay_ratio("cpu", 50, 130)
+    assert delay.baseline == "fedverify CPU" and "cells/s" in delay.note
+    training = bench.gpu_training_ratio("cpu", 2, n_clients=12, active=4, n_samples=400, dim=5)
+    assert "rounds/s" in training.note and training.fast_seconds > 0
