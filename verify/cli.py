@@ -34,10 +34,11 @@ PROBLEMS = {
     "logistic-synthetic": "logistic regression on a Gaussian mixture (1000 samples, dim 10, 3 classes), "
                           "Dirichlet(0.5) split, mini-batch 16",
     "cnn-digits": "the digits CNN (non-convex) on scikit-learn's digits, Dirichlet(0.5) split, mini-batch 16: "
-                  "L, σ², f*, Δ_f are the problem's own estimates, so every verdict rests on estimated constants",
+                  "L, σ², f*, Δ_f are estimated (verify.estimate_constants), so every verdict rests on estimates",
 }
-#: Problems whose constants are taken as the problem estimates them (re-estimating is costly).
-OWN_CONSTANTS = ("cnn-digits",)
+#: Where a check's constants come from: ``estimate_constants`` (exact ones kept) or the
+#: problem's own ``constants()`` as they are (cheaper for the CNN, evaluated at x⁰ only).
+CONSTANT_SOURCES = ("estimate", "problem")
 #: The FedSUM algorithms each named bound is proved for; other algorithms are run for reference.
 FEDSUM_FAMILY = ("fedsum-b", "fedsum", "fedsum-cr")
 COVERS = {"fedsum.lemma_c6": ("fedsum-b",), "fedsum.theorem_c1": ("fedsum-b",), "fedsum.lemma_d6": ("fedsum",),
@@ -58,6 +59,8 @@ to N = {DEFAULT_CLIENTS} clients (S = N/5 per round), T = 500 rounds, K = 5 loca
   logistic-digits     10-class logistic regression on scikit-learn's bundled digits,
                       Dirichlet(0.5) split, mini-batch 16 (σ² exact at x⁰ and x* only)
   logistic-synthetic  logistic regression on a Gaussian mixture, Dirichlet(0.5) split
+  cnn-digits          the digits CNN (non-convex): L, σ², f*, Δ_f estimated (about half a
+                      minute; --constants problem takes the problem's cheaper estimates at x⁰)
 
 Verdict labels:
   holds*      a hypothesis of the theorem fails at the prescribed step sizes (FedSUM-CR:
@@ -152,6 +155,9 @@ def _add_check(commands):
     check.add_argument("--patterns", nargs="+", default=list(MAIN_PRESETS), metavar="PRESET|FILE",
                        help="preset names (scaled to --clients; see delays --list) or trace files (.npz, .csv, .json); default: P1 P2 P3")
     check.add_argument("--problem", default="quadratic", help=f"one of {', '.join(PROBLEMS)} (default quadratic)")
+    check.add_argument("--constants", choices=CONSTANT_SOURCES, default="estimate",
+                       help="estimate: the problem's exact constants, the others by verify.estimate_constants "
+                            "(default); problem: the problem's own constants() as they are")
     check.add_argument("--clients", "-N", type=_positive(int), default=None,
                        help=f"number of clients N (default: the trace files' N, else {DEFAULT_CLIENTS})")
     check.add_argument("--rounds", "-T", type=_positive(int), default=500, help="rounds T (default 500; a shorter trace file uses its own length)")
@@ -528,7 +534,7 @@ def run_check(args) -> str:
 
     theorem, names, device, n_clients, patterns, output = _check_inputs(args)
     problem = _problem(args.problem, n_clients)
-    consts = problem_constants(problem) if args.problem in OWN_CONSTANTS else estimate_constants(problem)
+    consts = problem_constants(problem) if args.constants == "problem" else estimate_constants(problem)
     rows = []
     bar = tqdm(total=len(names) * len(patterns) * args.seeds, unit="run", desc="fedverify check",
                disable=True if args.no_progress else None, file=sys.stderr)

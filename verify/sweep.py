@@ -469,11 +469,11 @@ def _one_torch_thread():
 @lru_cache(maxsize=4)
 def _problem_and_constants(name: str, n_clients: int):
     """The named problem with ``n_clients`` and its constants, as ``fedverify check`` builds them."""
-    from .cli import OWN_CONSTANTS, _problem
-    from .constants import estimate_constants, problem_constants
+    from .cli import _problem
+    from .constants import estimate_constants
 
     problem = _problem(name, n_clients)
-    return problem, problem_constants(problem) if name in OWN_CONSTANTS else estimate_constants(problem)
+    return problem, estimate_constants(problem)
 
 
 def _check_source(cell: Cell):

@@ -58,14 +58,22 @@ def test_bad_input_is_one_line_exit_2(args, message):
     assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1
 
 
-def test_check_on_the_cnn_labels_estimated_constants(tmp_path):
+@pytest.mark.parametrize("source", ["estimate", "problem"])
+def test_check_on_the_cnn_labels_estimated_constants(tmp_path, source):
     done = run_module("check", "--problem", "cnn-digits", "--algorithms", "fedsum", "--patterns", "P1",
-                      "--rounds", "20", "--seeds", "2", "--no-progress", "-o", str(tmp_path), timeout=300)
+                      "--rounds", "20", "--seeds", "2", "--constants", source, "--no-progress", "-o", str(tmp_path),
+                      timeout=600)
     assert done.returncode == 0, done.stderr
     assert "estimated constants (L, sigma2, f_star, delta_f)" in done.stdout
     report = json.loads((tmp_path / "check.json").read_text())
     constants = report["problem"]["constants"]
-    assert constants["F0"]["exact"] and not constants["L"]["exact"] and constants["L"]["uncertainty"] is None
+    assert constants["F0"]["exact"] and not constants["L"]["exact"]
+    if source == "problem":      # the problem's own estimates carry no uncertainty
+        assert constants["L"]["uncertainty"] is None
+    else:                        # non-convex: f* and Δ_f come as rigorous intervals from f ≥ 0
+        assert "autograd" in constants["L"]["method"] and constants["L"]["uncertainty"] is not None
+        assert constants["f_star"]["interval"] == "below" and constants["delta_f"]["interval"] == "above"
+        assert constants["f_star"]["uncertainty"] == pytest.approx(constants["f_star"]["value"])
     assert report["rows"][0]["verdict"] in ("holds", "violated", "inconclusive")
 
 
