@@ -28,7 +28,7 @@ import sympy as sp
 from scipy import stats
 
 import algorithms
-from algorithms import Algorithm
+from algorithms import Algorithm, History
 from bounds import fedsum
 from bounds.core import Bound, Condition, Constants, Source
 from participation import Trace
@@ -122,7 +122,7 @@ class CheckResult:
     per_trace_tau: tuple[tuple[int, float], ...] = field(default=(), repr=False)
     #: The History of the first noise seed on the first trace (per-round ‖∇f(x_t)‖², loss,
     #: final parameters), kept so that plots and reports need not run it again.
-    first_run: object = field(default=None, repr=False, compare=False)
+    first_run: History | None = field(default=None, repr=False, compare=False)
 
     @property
     def bound_value(self) -> float:

@@ -84,16 +84,7 @@ def _seed_cases(n_clients, rounds, theorem: str, local_steps: int) -> list[tuple
         trace = Trace(np.resize(rows, (T, n)))
         m = delay_metrics(trace)
         consts = estimate_constants(problem).to_constants(local_steps=local_steps, rounds=T)
-        if theorem == "fedsum.theorem_4_1":
-            from bounds import fedsum
-
-            steps = fedsum.step_sizes_4_1(consts, m.tau_max, m.tau_avg)
-            eta_g, eta_l = steps["eta_g"], steps["eta_l"]
-        else:
-            eta_l_max, product_max = vst._limits(theorem, consts, m.tau_max)
-            product = product_max * vst._SAFETY
-            eta_l = product if math.isinf(eta_l_max) else eta_l_max * vst._SAFETY
-            eta_g = product / eta_l
+        eta_g, eta_l = vst.largest_step_sizes(theorem, consts, m.tau_max, m.tau_avg)
         cases.append((problem, trace, eta_g, eta_l))
     return cases
 

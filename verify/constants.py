@@ -323,7 +323,7 @@ def estimate_constants(problem, *, use_exact: bool = True, points=None, run_step
         if "delta_f" not in out:
             out["delta_f"] = Quantity(max(0.0, f_x0 - f_hat), gap, gap == 0.0 and out["f_star"].exact,
                                       "f(x⁰) − f*" + (f" ∈ [{f_x0 - f_hat:.6g}, {f_x0 - f_hat + gap:.6g}]" if interval else ""),
-                                      interval=interval and "above")
+                                      interval="above" if interval == "below" else None)   # Δ_f = f(x⁰) − f*
 
     if "L" not in out or "sigma2" not in out:
         if points is None:

@@ -19,6 +19,7 @@ from participation import Trace
 from participation.patterns import Bernoulli, Cyclic, Markov, ReshuffledCyclic, Sine, Uniform
 
 __all__ = ["traces", "patterns", "quadratic_problems", "logistic_problems", "transition_matrices", "step_sizes",
+           "largest_step_sizes",
            "PATTERN_KINDS", "STEP_SIZE_THEOREMS"]
 
 PATTERN_KINDS = ("uniform", "bernoulli", "cyclic", "reshuffled", "markov", "sine")
@@ -205,6 +206,19 @@ def step_sizes(theorem="fedsum.lemma_d6", constants: Constants | None = None, ta
         s = fedsum.step_sizes_4_1(constants, tau_max, tau_avg)
         return st.just((s["eta_g"], s["eta_l"]))
     return _lemma_step_sizes(*_limits(theorem, constants, tau_max))
+
+
+def largest_step_sizes(theorem: str, constants: Constants, tau_max, tau_avg=0) -> tuple[float, float]:
+    """The (η_g, η_l) that :func:`step_sizes` shrinks toward: both lemma limits met with
+    equality (up to rounding; η_g = 1 where only the product is limited), or the
+    theorem's prescribed pair for ``"fedsum.theorem_4_1"``."""
+    if theorem == "fedsum.theorem_4_1":
+        s = fedsum.step_sizes_4_1(constants, tau_max, tau_avg)
+        return s["eta_g"], s["eta_l"]
+    eta_l_max, product_max = _limits(theorem, constants, tau_max)
+    product = product_max * _SAFETY
+    eta_l = product if math.isinf(eta_l_max) else eta_l_max * _SAFETY
+    return product / eta_l, eta_l
 
 
 @st.composite

@@ -89,6 +89,11 @@ def test_step_sizes_meet_the_lemma_conditions(data, theorem, c, trace):
     eta_g, eta_l = data.draw(vst.step_sizes(theorem, c, m.tau_max, m.tau_avg))
     assert eta_g > 0 and eta_l > 0
     assert fedsum.check_step_sizes(c, eta_g, eta_l, m.tau_max, m.tau_avg, algorithm=ALGORITHM[theorem]) == ()
+    # the largest pair meets the conditions too, and a 1% larger one breaks a limit
+    g, l = vst.largest_step_sizes(theorem, c, m.tau_max, m.tau_avg)
+    assert fedsum.check_step_sizes(c, g, l, m.tau_max, m.tau_avg, algorithm=ALGORITHM[theorem]) == ()
+    assert eta_g * eta_l <= g * l * (1 + 1e-12)
+    assert fedsum.check_step_sizes(c, 1.01 * g, l, m.tau_max, m.tau_avg, algorithm=ALGORITHM[theorem]) != ()
 
 
 @given(st.data(), constants)
