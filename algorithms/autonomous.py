@@ -103,5 +103,10 @@ class AutonomousFedGM(FedGM):
         return AutonomousState(x=new.x, d=new.d, delta=delta, models=models, active=active, delays=tau,
                                steps=steps)
 
+    def observe(self, before, after: AutonomousState, problem, active, t: int) -> dict:
+        """The arrivals of round t: ``local_steps`` K_{t,i} and ``delays`` τ_{t,i} (one entry per
+        arrived client), what Server momentum Thm 5.1 and Cor G.1 take as φ_1, φ_2, φ_3, K_max and τ."""
+        return {"local_steps": after.steps, "delays": after.delays}
+
 
 ALGORITHMS = (AutonomousFedGM,)

@@ -87,6 +87,12 @@ class Algorithm(ABC):
     def round(self, state, problem, active: torch.Tensor, t: int, generators: Generators):
         """The state after round t."""
 
+    def observe(self, before, after, problem, active: torch.Tensor, t: int) -> dict:
+        """What round t (from state ``before`` to ``after``) reports for the theorems that need
+        more than the iterates: name → number or array (``run(..., observe=True)`` stacks them
+        over rounds). None by default."""
+        return {}
+
     def communication(self, dim: int, n_active: int) -> tuple[int, int]:
         """(downlink, uplink) floats of one round with ``n_active`` clients."""
         return self.down_vectors * dim * n_active, self.up_vectors * dim * n_active

@@ -223,6 +223,14 @@ class CAFedUnbiased(Algorithm):
             x = x + self.eta_g * step
         return CAFedState(x=x, report=report, weights=q, kept=kept, **counts)
 
+    def observe(self, before, after: CAFedState, problem, active, t: int) -> dict:
+        """``weights``: the aggregation weights q^(t) (N,) of round t, scaled by η̄ (the analysis
+        has server rate 1 and absorbs η̄ into q, CA-Fed App. B); NaN in a round without an
+        available client (no weights are used)."""
+        if not active.numel():
+            return {"weights": torch.full_like(after.weights, math.nan)}
+        return {"weights": self.eta_g * after.weights}
+
 
 @dataclass(frozen=True, repr=False)
 class CAFed(CAFedUnbiased):

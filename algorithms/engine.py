@@ -68,24 +68,36 @@ def iterate(algorithm: Algorithm, problem, trace, seed=0, device=None, x0=None, 
 
 
 def _states(algorithm, problem, trace, x0, noise, factor=None) -> Iterator:
-    state = algorithm.init(problem, x0)
-    yield state
-    for t in range(trace.n_rounds):
-        active = torch.as_tensor(np.flatnonzero(trace.mask[t]), dtype=torch.long, device=problem.device)
-        at_t = algorithm if factor is None else dataclasses.replace(algorithm, eta_l=algorithm.eta_l * checked_factor(factor, t))
-        state = at_t.round(state, problem, active, t, noise.for_round(t))
+    for state, _ in _transitions(algorithm, problem, trace, x0, noise, factor):
         yield state
 
 
+def _transitions(algorithm, problem, trace, x0, noise, factor=None) -> Iterator:
+    """(s_0, None), then (s_{t+1}, (s_t, S_t, the algorithm as run in round t)) for t < T."""
+    state = algorithm.init(problem, x0)
+    yield state, None
+    for t in range(trace.n_rounds):
+        active = torch.as_tensor(np.flatnonzero(trace.mask[t]), dtype=torch.long, device=problem.device)
+        at_t = algorithm if factor is None else dataclasses.replace(algorithm, eta_l=algorithm.eta_l * checked_factor(factor, t))
+        new = at_t.round(state, problem, active, t, noise.for_round(t))
+        yield new, (state, active, at_t)
+        state = new
+
+
 def run(algorithm: Algorithm, problem, trace, seed=0, device=None, x0=None, record_every: int = 1,
-        dtype=None, local_schedule=None) -> History:
+        dtype=None, local_schedule=None, observe: bool = False) -> History:
     """Run ``algorithm`` on ``problem`` for the T rounds of ``trace`` (a Trace or a (T, N) 0/1 mask).
 
     ``seed``: None, an int ≥ 0 or a numpy Generator (noise of round t, step k comes from
     (seed, t, k)); ``device``/``dtype``: where and in which precision to run (default: the
     problem's); ``x0``: the start (default ``problem.x0`` where the problem has one, else zeros); ``record_every``: record rounds
     0, r, 2r, … < T; ``local_schedule``: round t runs with η_l·factor(t) (None: constant; "sqrt":
-    FedSUM §5's 1/√(t/10+1); or a callable, see ``algorithms.schedules``). Returns a ``History``.
+    FedSUM §5's 1/√(t/10+1); or a callable, see ``algorithms.schedules``); ``observe``: also record
+    what the theorems of other papers measure (``History.observed``): per recorded round the client
+    heterogeneity (1/N) Σ_i ‖∇f_i(x_t) − ∇f(x_t)‖², max_i ‖∇f_i(x_t) − ∇f(x_t)‖² and ‖x_t‖, and per round
+    what the algorithm's ``observe`` reports (LOGIT's generator error, autonomous clients' local
+    steps and delays, CA-Fed's weights). Returns a ``History``; its ``averaged_params`` is the
+    step-weighted average Σ_t η_t x_t / Σ_t η_t over t < T, η_t the local step size of round t.
     """
     factor = local_rate_factor(local_schedule)
     if isinstance(record_every, bool) or not isinstance(record_every, numbers.Integral) or record_every < 1:
@@ -94,14 +106,28 @@ def run(algorithm: Algorithm, problem, trace, seed=0, device=None, x0=None, reco
     noise = NoiseStream(seed, problem.device)
     rounds, grad2, losses, accs = [], [], [], []
     stopped, final = None, x0
-    for t, state in enumerate(_states(algorithm, problem, trace, x0, noise, factor)):
+    observed: dict[str, list] = {}
+    weighted, weight = torch.zeros_like(x0), 0.0
+    for t, (state, step) in enumerate(_transitions(algorithm, problem, trace, x0, noise, factor)):
         executed = t                                   # rounds run so far
+        if step is not None:
+            before, active, at_t = step
+            weighted, weight = weighted + at_t.eta_l * before.x, weight + at_t.eta_l
+            if observe:
+                for name, value in at_t.observe(before, state, problem, active, t - 1).items():
+                    observed.setdefault(name, []).append(value)
         if not torch.isfinite(state.x).all():
             stopped = f"params became {_bad(state.x)} at round {t}"
             break
         final = state.x
         if t == trace.n_rounds or t % record_every:
             continue
+        if observe:
+            G = problem.client_grads(state.x)
+            spread = (G - G.mean(dim=0)).square().sum(dim=1)
+            observed.setdefault("heterogeneity", []).append(float(spread.mean()))
+            observed.setdefault("heterogeneity_max", []).append(float(spread.max()))
+            observed.setdefault("param_norm", []).append(float(state.x.norm()))
         values = {"loss": float(problem.loss(state.x)), "grad_norm2": float(problem.full_grad(state.x).square().sum()),
                   "accuracy": problem.accuracy(state.x)}
         bad = [name for name, v in values.items() if v is not None and not np.isfinite(v)]
@@ -122,8 +148,19 @@ def run(algorithm: Algorithm, problem, trace, seed=0, device=None, x0=None, reco
                    accuracy=np.array([np.nan if a is None else a for a in accs], dtype=np.float64) if has_acc else None,
                    uplink=up, downlink=down, final_params=final.detach().cpu().to(torch.float64).numpy(),
                    stopped=stopped, n_rounds=trace.n_rounds,
+                   averaged_params=(weighted / weight).detach().cpu().to(torch.float64).numpy() if weight > 0 else None,
+                   observed={name: _stack(values) for name, values in observed.items()},
                    meta={"device": str(problem.device), "dtype": str(problem.dtype).replace("torch.", ""),
                          "record_every": int(record_every)})
+
+
+def _stack(values: list):
+    """Per-round observations as one float64 array (T, ...) when their shapes agree, else a tuple of arrays."""
+    arrays = [v.detach().cpu().to(torch.float64).numpy() if isinstance(v, torch.Tensor) else np.asarray(v, dtype=np.float64)
+              for v in values]
+    if len({a.shape for a in arrays}) <= 1:
+        return np.stack(arrays) if arrays else np.zeros(0)
+    return tuple(arrays)
 
 
 def _bad(x: torch.Tensor) -> str:

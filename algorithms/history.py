@@ -34,6 +34,11 @@ class History:
     stopped: str | None = None
     n_rounds: int = 0
     meta: dict = field(default_factory=dict)
+    #: Σ_t η_t x_t / Σ_t η_t over the rounds run (η_t the local step size of round t), or None.
+    averaged_params: np.ndarray | None = None
+    #: What ``run(..., observe=True)`` recorded: name → (T, ...) float64 array (a tuple of
+    #: per-round arrays when their shapes differ), e.g. "heterogeneity", "generator_error".
+    observed: dict = field(default_factory=dict)
 
     @property
     def mean_grad_norm2(self) -> float:

@@ -250,6 +250,27 @@ class LOGIT(Algorithm):
                           last=state.last.index_fill(0, active, t), history=history, params=params, steps=steps,
                           mean_update=mean, updates=updates, gen_loss=gen_loss)
 
+    def observe(self, before: LOGITState, after: LOGITState, problem, active, t: int) -> dict:
+        """The generation error of round t, the summand of LOGIT eq. (23)'s ε:
+        ``generator_error`` = (1/N) Σ_{n∉A_t} (1/I) Σ_{i<I} ‖g̃_n − ∇F_n(x^n_{t,i})‖², with
+        g̃_n = Δ̃_n/(η_l I) the surrogate's per-step gradient and x^n_{t,i} the path client n
+        would have taken, x^n_{t,0} = x_t, x^n_{t,i+1} = x^n_{t,i} − η_l ∇F_n(x^n_{t,i}) (exact
+        gradients: the paper's expectation over the local noise is not taken along the path;
+        chosen here). The realised ε of a run is 4·(1/T) Σ_t of it (the indicator 1 − 𝕀_n^t
+        in place of its mean 1 − p_n^t)."""
+        n = problem.n_clients
+        off = torch.nonzero(torch.ones(n, dtype=torch.bool, device=before.x.device).index_fill(0, active, False)).flatten()
+        if not off.numel():
+            return {"generator_error": 0.0}
+        surrogate = after.updates[off] / (self.eta_l * self.local_steps)
+        X = before.x.expand(off.numel(), -1)
+        total = torch.zeros(off.numel(), dtype=X.dtype, device=X.device)
+        for _ in range(self.local_steps):
+            G = problem.grads_at(X, off)
+            total = total + (surrogate - G).square().sum(dim=1)
+            X = X - self.eta_l * G
+        return {"generator_error": float(total.sum()) / (self.local_steps * n)}
+
     # ------------------------------------------------------------------ generator
 
     def _append(self, history: torch.Tensor, active: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:

@@ -433,6 +433,25 @@ class Bound:
         lines += [f"  {c}" for c in self.conditions]
         return "\n".join(lines)
 
+    def _repr_markdown_(self) -> str:
+        """How Jupyter shows a Bound: source and value, the formula, its terms, step sizes and
+        every hypothesis with both sides."""
+        def cell(v) -> str:
+            return f"{v:.6g}" if isinstance(v, (int, float)) else str(v)
+
+        shown = self.log_value is None or not math.isfinite(self.log_value) or _TINY <= self.value < math.inf
+        value = cell(self.value) if shown else f"exp({self.log_value:.6g})"
+        text = (f"**{self.source}**" + (f" [{self.variant}]" if self.variant else "") + f": **{value}**"
+                + ("" if self.valid else " — *a hypothesis fails*") + f"\n\n$$ {self.latex()} $$\n\n")
+        text += "| term | value |\n|---|---|\n" + "".join(f"| {name} | {cell(v)} |\n" for name, v in self.terms.items())
+        if self.step_sizes:
+            text += "\n**step sizes**: " + ", ".join(f"{k} = {cell(v)}" for k, v in self.step_sizes.items()) + "\n"
+        if self.conditions:
+            text += "\n**hypotheses**\n\n" + "".join(
+                f"- {'✓' if c.holds else '✗ VIOLATED'} {c.name}: {cell(c.lhs)} ≤ {cell(c.rhs)}"
+                + (f" ({c.detail})" if c.detail else "") + "\n" for c in self.conditions)
+        return text
+
 
 #: Every condition a Bound gets because float64 cannot hold a number starts with this.
 FLOAT64 = "float64: "

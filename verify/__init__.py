@@ -3,7 +3,9 @@
 ``estimate_constants(problem)`` (exact where known, labelled estimates otherwise),
 ``check(algorithm, problem, trace_or_pattern, bound, seeds)`` → ``CheckResult``,
 ``conformance(algorithm_factory, bound)`` (a hypothesis search for a counterexample) and
-``verify.strategies`` (public hypothesis strategies).
+``verify.strategies`` (public hypothesis strategies). Every theorem of the four papers is a
+``verify.theorems.Theorem`` (what it measures, for whom, at which step sizes, with which
+constants); ``user_theorem`` makes one of the user's own.
 
 Each public name means one thing: ``verify.check`` and ``verify.conformance`` are the
 functions (defined in ``verify.checking`` and ``verify.counterexamples``, modules of other
@@ -17,6 +19,7 @@ _HOMES = {
     "check": "checking", "CheckResult": "checking", "covered_algorithms": "checking",
     "estimate_constants": "constants", "EstimatedConstants": "constants",
     "conformance": "counterexamples", "ConformanceResult": "counterexamples",
+    "Theorem": "theorems", "user_theorem": "theorems",
 }
 
 __all__ = sorted(_HOMES) + ["strategies"]

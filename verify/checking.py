@@ -1,10 +1,13 @@
-"""Measured (1/T) Σ_{t<T} ‖∇f(x_t)‖² against a theorem's right-hand side, judged statistically.
+"""A theorem's measured left side against its right-hand side, judged statistically.
 
-The left side of every FedSUM bound is an expectation over the stochastic gradients,
-conditional on the participation sequence {S_t} (FedSUM, arXiv:2512.18275, Thm 4.1 and
-Lemmas C.6, D.6, E.6) or over {S_t} as well (Cor 4.1). ``check`` estimates it by
-independent runs — noise seeds on one trace for a conditional bound; freshly sampled traces from the pattern for a bound in full expectation —
-and compares the one-sided Student-t confidence limits of the mean with the bound:
+``check`` knows theorems only through their contract (``verify.theorems``): a theorem with a
+plan of its own (Server momentum, CA-Fed, LOGIT) runs through ``verify.theorems.runner``; a bound
+written in the participation's delays τ_max, τ_avg and the step sizes η_g, η_l (FedSUM,
+arXiv:2512.18275, Thm 4.1, Lemmas C.6, D.6, E.6, Cor 4.1, Cor G.1, and most users' bounds) runs on
+the delay path below: (1/T) Σ_{t<T} ‖∇f(x_t)‖² (or the theorem's own measure) is estimated by
+independent runs — noise seeds on one trace for a conditional bound; freshly sampled traces from
+the pattern for a bound in full expectation — and compared with the bound through the one-sided
+Student-t confidence limits of the mean (``verify.verdicts``):
 
     "holds"        upper limit ≤ bound
     "violated"     lower limit > bound
@@ -19,15 +22,14 @@ import dataclasses
 import inspect
 import math
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import sympy as sp
-from scipy import stats
 
 import algorithms
-from algorithms import Algorithm, History
+from algorithms import Algorithm
 from bounds import fedsum
 from bounds.core import Bound, Condition, Constants, Source
 from participation import Trace
@@ -35,212 +37,54 @@ from participation.delays import delay_metrics
 from participation.patterns import Pattern
 
 from .constants import EstimatedConstants, estimate_constants
+from .theorems.contract import Setup, Theorem
+from .verdicts import CheckResult, confidence_limits, rounding_tolerance, verdict
 
-__all__ = ["check", "CheckResult", "verdict", "confidence_limits", "resolve_bound", "covered_algorithms", "BOUNDS", "COVERS"]
+__all__ = ["check", "CheckResult", "verdict", "confidence_limits", "resolve_bound", "resolve_theorem", "covered_algorithms",
+           "BOUNDS", "COVERS"]
 
-#: The bounds known by name (``"fedsum.lemma_d6"``, ...).
+def _theorems() -> dict:
+    from .theorems import THEOREMS
+
+    return THEOREMS
+
+
+#: FedSUM's bounds by name ("fedsum.lemma_d6", ...), the delay bounds ``check`` runs on its delay path.
 BOUNDS: dict[str, Callable[..., Bound]] = {
     f"fedsum.{name}": getattr(fedsum, name)
     for name in ("theorem_4_1", "corollary_4_1", "lemma_c6", "lemma_d6", "lemma_e6", "theorem_c1", "theorem_d1", "theorem_e1")
 }
 #: The lemma that covers each FedSUM algorithm at arbitrary step sizes.
 LEMMAS = {"fedsum-b": fedsum.lemma_c6, "fedsum": fedsum.lemma_d6, "fedsum-cr": fedsum.lemma_e6}
-#: The algorithms each named bound is proved for (FedSUM Thm 4.1 and Cor 4.1 cover the whole
-#: family; each lemma and appendix theorem covers one algorithm, FedSUM App. C, D, E).
-COVERS: dict[str, tuple[str, ...]] = {
-    "fedsum.theorem_4_1": fedsum.ALGORITHMS, "fedsum.corollary_4_1": fedsum.ALGORITHMS,
-    "fedsum.lemma_c6": ("fedsum-b",), "fedsum.theorem_c1": ("fedsum-b",),
-    "fedsum.lemma_d6": ("fedsum",), "fedsum.theorem_d1": ("fedsum",),
-    "fedsum.lemma_e6": ("fedsum-cr",), "fedsum.theorem_e1": ("fedsum-cr",),
-}
+
+
+#: The algorithms each theorem of the four papers is proved for.
+COVERS: dict[str, tuple[str, ...] | None] = {k: t.covers for k, t in _theorems().items()}
+
+
+def resolve_theorem(bound) -> Theorem:
+    """A :class:`~verify.theorems.contract.Theorem` from a name (as ``fedverify bound --list``
+    prints it; a bare name is FedSUM's), a Theorem, or a callable delay bound (see
+    :func:`verify.theorems.user_theorem`; its ``covers`` attribute names the algorithms)."""
+    from . import theorems
+
+    if isinstance(bound, Theorem):
+        return bound
+    if isinstance(bound, str):
+        return theorems.get(bound)
+    if callable(bound):
+        if getattr(bound, "__module__", None) == fedsum.__name__ and f"fedsum.{bound.__name__}" in _theorems():
+            return _theorems()[f"fedsum.{bound.__name__}"]
+        from .theorems.user import from_callable
+
+        return from_callable(bound)
+    raise ValueError(f"bound must be a theorem name ({', '.join(_theorems())}), a Theorem or a callable, got {bound!r}")
 
 
 def covered_algorithms(bound) -> tuple[str, ...] | None:
-    """The algorithm names ``bound`` is proved for: from :data:`COVERS` for a named bound,
-    from a ``covers`` attribute for a user's callable (``my_bound.covers = ("fedavg",)``),
-    else None (coverage unknown)."""
-    spec = bound if isinstance(bound, _BoundSpec) else resolve_bound(bound)
-    if spec.name in COVERS:
-        return COVERS[spec.name]
-    covers = getattr(spec.function, "covers", None)
-    if covers is None:
-        return None
-    if isinstance(covers, str) or not all(isinstance(c, str) for c in covers):
-        raise ValueError(f"bound {spec.name!r}: covers must be a sequence of algorithm names, got {covers!r}")
-    return tuple(covers)
-
-
-# ---------------------------------------------------------------------------- statistics
-
-
-def confidence_limits(values, confidence: float = 0.95, *, exact: bool = False) -> tuple[float, float, float]:
-    """(mean, lower, upper): one-sided Student-t limits at ``confidence`` on n − 1 degrees
-    of freedom, mean ∓ t_{confidence, n−1}·s/√n. With a single value the limits are
-    infinite unless ``exact`` (a noise-free run is its own expectation). Any infinite or
-    NaN value (a run that stopped) makes all three infinite."""
-    values = np.asarray(values, dtype=float)
-    if values.size == 0:
-        raise ValueError("need at least one value")
-    if not np.isfinite(values).all():
-        return math.inf, math.inf, math.inf
-    mean = float(values.mean())
-    if values.size == 1 or exact:
-        return (mean, mean, mean) if exact else (mean, -math.inf, math.inf)
-    half = float(stats.t.ppf(confidence, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size))
-    return mean, mean - half, mean + half
-
-
-def verdict(lower: float, upper: float, bound: float, atol: float = 0.0) -> str:
-    """"holds" when upper ≤ bound + atol, "violated" when lower > bound + atol, else
-    "inconclusive". ``atol`` absorbs float rounding (a bound of exactly 0 against a
-    measured 1e-34)."""
-    if math.isnan(bound) or math.isnan(lower) or math.isnan(upper):
-        return "inconclusive"
-    if upper <= bound + atol:
-        return "holds"
-    if lower > bound + atol:
-        return "violated"
-    return "inconclusive"
-
-
-# ---------------------------------------------------------------------------- result
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """The outcome of :func:`check`.
-
-    ``measured`` is the mean of ``values`` (one per seed, or per trace for a bound in full
-    expectation), ``lower``/``upper`` its one-sided ``confidence`` limits, ``bound`` the
-    theorem's :class:`~bounds.core.Bound` and ``ratio`` = measured/bound. ``step_sizes`` are
-    those the runs used, ``conditions`` the theorem's hypotheses there, ``tau_max``/``tau_avg``
-    the trace's delays (their expectations for a bound in full expectation). ``stopped``
-    lists runs that stopped (non-finite values); ``notes`` anything else worth knowing; ``atol`` the rounding tolerance of the verdict.
-    ``covered`` says whether the theorem is proved for the algorithm (None: unknown, for a
-    user's bound without a ``covers`` attribute). A verdict on an algorithm the theorem does
-    not cover compares numbers for reference and tests nothing; ``label`` says so
-    ("holds (ref)"), and a ``*`` marks a hypothesis that fails at the step sizes used.
-    """
-
-    verdict: str
-    measured: float
-    lower: float
-    upper: float
-    confidence: float
-    values: tuple[float, ...]
-    seeds: tuple[int, ...]
-    bound: Bound
-    bound_name: str
-    algorithm: str
-    hparams: dict
-    step_sizes: dict
-    conditions: tuple[Condition, ...]
-    tau_max: float
-    tau_avg: float
-    n_clients: int
-    rounds: int
-    local_steps: int
-    expectation: bool
-    constants: dict
-    stopped: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-    atol: float = 0.0
-    covered: bool | None = None
-    per_trace_tau: tuple[tuple[int, float], ...] = field(default=(), repr=False)
-    #: The History of the first noise seed on the first trace (per-round ‖∇f(x_t)‖², loss,
-    #: final parameters), kept so that plots and reports need not run it again.
-    first_run: History | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def bound_value(self) -> float:
-        return float(self.bound.value)
-
-    @property
-    def ratio(self) -> float:
-        b = self.bound_value
-        return self.measured / b if b > 0 else (math.inf if self.measured > 0 else math.nan)
-
-    @property
-    def margin(self) -> float:
-        """(lower limit − atol)/bound: above 1 exactly when the verdict is "violated"; 0
-        when the lower limit is within rounding of 0."""
-        excess = max(self.lower - self.atol, 0.0)
-        if excess == 0.0:
-            return 0.0
-        return excess / self.bound_value if self.bound_value > 0 else math.inf
-
-    @property
-    def label(self) -> str:
-        """The verdict with its marks: ``*`` when a hypothesis fails at the step sizes used,
-        `` (ref)`` when the theorem does not cover the algorithm."""
-        return self.verdict + ("" if self.conditions_hold else "*") + (" (ref)" if self.covered is False else "")
-
-    @property
-    def conditions_hold(self) -> bool:
-        return all(c.holds for c in self.conditions)
-
-    @property
-    def violated_conditions(self) -> tuple[Condition, ...]:
-        return tuple(c for c in self.conditions if not c.holds)
-
-    def __str__(self) -> str:
-        steps = ", ".join(f"{k}={v:.4g}" for k, v in self.step_sizes.items() if k in ("eta_g", "eta_l"))
-        delays = ("E[τ_max]={:.3g}, E[τ_avg]={:.3g}" if self.expectation else "τ_max={:.3g}, τ_avg={:.3g}").format(
-            self.tau_max, self.tau_avg)
-        text = (f"{self.label}: {self.algorithm} vs {self.bound_name}: measured {self.measured:.4g} "
-                f"({self.confidence:.0%} limits [{self.lower:.4g}, {self.upper:.4g}], n={len(self.values)}) "
-                f"vs bound {self.bound_value:.4g}, ratio {self.ratio:.3g}; {delays}; {steps}")
-        if self.covered is False:
-            text += f"; reference only: {self.bound_name} is not proved for {self.algorithm}"
-        if not self.conditions_hold:
-            text += "; conditions VIOLATED: " + "; ".join(c.name for c in self.violated_conditions)
-        if self.stopped:
-            text += f"; {len(self.stopped)} run(s) stopped ({self.stopped[0]})"
-        return text
-
-    def _repr_markdown_(self) -> str:
-        """How Jupyter shows a result: verdict, the numbers, the formula and every hypothesis."""
-        def cell(v):
-            return f"{v:.4g}" if isinstance(v, float) and math.isfinite(v) else str(v)
-
-        delays = "E[τ_max], E[τ_avg]" if self.expectation else "τ_max, τ_avg"
-        rows = [("verdict", f"**{self.label}**"),
-                ("measured", f"{cell(self.measured)} ({self.confidence:.0%} one-sided limits [{cell(self.lower)}, "
-                             f"{cell(self.upper)}], n = {len(self.values)})"),
-                ("bound", f"{cell(self.bound_value)} ({self.bound_name}; {self.bound.source})"),
-                ("ratio", cell(self.ratio)), (delays, f"{cell(float(self.tau_max))}, {cell(float(self.tau_avg))}"),
-                ("step sizes", ", ".join(f"{k} = {cell(float(v))}" for k, v in self.step_sizes.items())),
-                ("run", f"{self.algorithm}, N = {self.n_clients}, K = {self.local_steps}, T = {self.rounds}")]
-        text = "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
-        if self.conditions:
-            text += "\n\n**hypotheses at these step sizes**\n\n" + "\n".join(
-                f"- {'✓' if c.holds else '✗ VIOLATED'} {c.name}: {cell(c.lhs)} ≤ {cell(c.rhs)}" for c in self.conditions)
-        text += f"\n\n$$ {self.bound.latex()} $$"
-        if self.notes:
-            text += "\n\n" + "\n".join(f"- {n}" for n in self.notes)
-        return text
-
-    def to_dict(self) -> dict:
-        """A JSON-serialisable summary."""
-        def num(v):
-            v = float(v)
-            return v if math.isfinite(v) else str(v)
-
-        return {
-            "verdict": self.verdict, "label": self.label, "covered": self.covered, "measured": num(self.measured), "lower": num(self.lower), "upper": num(self.upper),
-            "confidence": self.confidence, "values": [num(v) for v in self.values], "seeds": list(self.seeds),
-            "bound": {"name": self.bound_name, "value": num(self.bound.value), "source": str(self.bound.source),
-                      "variant": self.bound.variant, "terms": {k: num(v) for k, v in self.bound.terms.items()}},
-            "ratio": num(self.ratio), "algorithm": self.algorithm,
-            "hparams": {k: v for k, v in self.hparams.items() if isinstance(v, (int, float, str, bool))},
-            "step_sizes": {k: num(v) for k, v in self.step_sizes.items()},
-            "conditions": [{"name": c.name, "holds": c.holds, "lhs": num(c.lhs), "rhs": num(c.rhs), "detail": c.detail}
-                           for c in self.conditions],
-            "conditions_hold": self.conditions_hold, "tau_max": num(self.tau_max), "tau_avg": num(self.tau_avg),
-            "expectation": self.expectation, "n_clients": self.n_clients, "rounds": self.rounds,
-            "local_steps": self.local_steps, "constants": self.constants, "stopped": list(self.stopped),
-            "notes": list(self.notes),
-        }
+    """The algorithm names ``bound`` is proved for (a name, a Theorem or a callable with a
+    ``covers`` attribute), or None when it does not say."""
+    return resolve_theorem(bound).covers
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -251,6 +95,7 @@ class _BoundSpec:
     name: str
     function: Callable
     params: frozenset[str]
+    theorem: Theorem | None = None
 
     @property
     def expectation(self) -> bool:
@@ -262,29 +107,19 @@ class _BoundSpec:
 
 
 def resolve_bound(bound) -> _BoundSpec:
-    """A bound by name (a key of ``BOUNDS``) or a callable.
-
-    A callable is called with the keywords it accepts among ``constants``, ``tau_max``,
-    ``tau_avg``, ``eta_g``, ``eta_l``, ``algorithm`` and, for a bound in full expectation,
-    ``expected_tau_max``, ``expected_tau_avg``; it returns a ``Bound`` or a number.
-    """
-    if isinstance(bound, str):
-        key = bound.strip().lower()
-        key = key if key.startswith("fedsum.") else f"fedsum.{key}"
-        if key not in BOUNDS:
-            raise ValueError(f"unknown bound {bound!r}; choose from {', '.join(BOUNDS)} or pass a callable")
-        function, name = BOUNDS[key], key
-    elif callable(bound):
-        function, name = bound, getattr(bound, "__qualname__", getattr(bound, "__name__", repr(bound)))
-        if getattr(bound, "__module__", None) == fedsum.__name__:
-            name = f"fedsum.{bound.__name__}"
-    else:
-        raise ValueError(f"bound must be a name ({', '.join(BOUNDS)}) or a callable, got {bound!r}")
+    """The delay bound behind ``bound`` (a name, a Theorem or a callable): name, function and
+    the keywords it takes among ``constants``, ``tau_max``, ``tau_avg``, ``eta_g``, ``eta_l``,
+    ``algorithm``, ``pattern`` and, for a bound in full expectation, ``expected_tau_max``,
+    ``expected_tau_avg``; it returns a ``Bound`` or a number. A theorem with a plan of its own
+    (momentum, CA-Fed, LOGIT) has no delay bound: a ValueError says so."""
+    theorem = resolve_theorem(bound)
+    if not theorem.delay_bound:
+        raise ValueError(f"{theorem.name} is not a bound in the trace's delays; check runs it through its own plan")
     try:
-        params = frozenset(inspect.signature(function).parameters)
+        params = frozenset(inspect.signature(theorem.bound).parameters)
     except (TypeError, ValueError):
-        raise ValueError(f"cannot read the signature of bound {name!r}") from None
-    return _BoundSpec(name, function, params)
+        raise ValueError(f"cannot read the signature of bound {theorem.name!r}") from None
+    return _BoundSpec(theorem.name, theorem.bound, params, theorem)
 
 
 def _evaluate(spec: _BoundSpec, **available) -> Bound:
@@ -423,12 +258,14 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
     factory) or "given" (an Algorithm's own). ``constants``: ``EstimatedConstants`` or
     ``bounds.Constants`` (default ``estimate_constants(problem)``).
     """
-    spec = resolve_bound(bound)
+    theorem = resolve_theorem(bound)
+    theorem.require_checkable()
     seeds = _seeds(seeds)
     if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0.5 <= confidence < 1:
         raise ValueError(f"confidence must lie in [0.5, 1), got {confidence!r}")
     local_steps = _count(local_steps, "local_steps")
-    builder = _Builder(algorithm, local_steps, hparams)
+    options = {k: v for k, v in (hparams or {}).items() if k in theorem.options}
+    builder = _Builder(algorithm, local_steps, {k: v for k, v in (hparams or {}).items() if k not in options})
     if step_sizes is None:
         step_sizes = "given" if isinstance(algorithm, Algorithm) else "theorem"
     if step_sizes not in ("theorem", "given"):
@@ -438,6 +275,21 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
     trace, pattern, T = _as_trace(trace_or_pattern, problem.n_clients, rounds)
     K, N = builder.local_steps, problem.n_clients
     consts, const_info, notes = _constants(problem, constants, N, K, T)
+    if theorem.plan is not None:
+        from .theorems.runner import run_plan
+
+        if traces not in (None, len(seeds)):
+            raise ValueError(f"traces={traces!r}: {theorem.name} draws one trace per seed from the pattern")
+        fixed = sorted({"eta_l", "eta_g"} & set(hparams or {}))
+        if fixed:
+            raise ValueError(f"{theorem.name} chooses {', '.join(fixed)} itself; to run at step sizes of your own, "
+                             "pass an algorithms.Algorithm with step_sizes='given'")
+        given = algorithm if isinstance(algorithm, Algorithm) and step_sizes == "given" else None
+        setup = Setup(problem=problem, algorithm=builder.name, hparams={**builder.hparams, **options}, given=given, constants=consts,
+                      trace=trace, pattern=pattern, seeds=seeds, trace_seed=trace_seed)
+        return run_plan(theorem, setup, confidence=confidence, device=device, const_info=const_info, notes=notes)
+    spec = resolve_bound(theorem)
+    measure = theorem.measure or (lambda history, problem: history.mean_grad_norm2)
     fedsum_name = builder.name if builder.name in fedsum.ALGORITHMS else None
     expectation = spec.expectation
 
@@ -485,7 +337,7 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
     if expectation:
         tau_max, tau_avg = e_max, e_avg
         result_bound = _evaluate(spec, constants=consts, expected_tau_max=e_max, expected_tau_avg=e_avg,
-                                 algorithm=fedsum_name)
+                                 algorithm=fedsum_name, pattern=pattern)
         conditions = list(result_bound.conditions)
         for j, (m, s) in enumerate(zip(metrics, steps_per_trace)):
             for c in _conditions_at(builder.name, consts, s, m.tau_max, m.tau_avg):
@@ -530,7 +382,7 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
                 stopped.append(f"seed {s}" + (f", trace {j}" if expectation else "") + f": {h.stopped}")
                 per.append(math.inf)
             else:
-                per.append(h.mean_grad_norm2)
+                per.append(float(measure(h, problem)))
             used.append(s)
         if expectation and len(run_seeds) > 1:
             values.append(float(np.mean(per)))   # the unit is the trace
@@ -541,15 +393,15 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
     if noise_free and len(values) > 1 and np.ptp(values) == 0:
         lower = upper = mean
     # rounding tolerance: 1e-12 of the problem's gradient scale F_0 + L·Δ_f + σ²
-    atol = 1e-12 * (consts.F0 + consts.L * consts.delta_f + consts.sigma2)
+    atol = rounding_tolerance(consts)
     outcome = verdict(lower, upper, float(result_bound.value), atol)
     if not all(c.holds for c in conditions):
         notes.append("a hypothesis of the bound fails at these step sizes: the verdict does not test the theorem")
     if len(values) == 1 and not math.isfinite(upper - lower) and math.isfinite(mean):
         notes.append("one run gives no confidence interval (no spread to estimate): the verdict is inconclusive "
                      "unless the run is noise-free; use 2 or more seeds")
-    covers = covered_algorithms(spec)
-    covered = None if covers is None else builder.name in covers
+    covers = theorem.covers
+    covered = theorem.covered(builder.name)
     if covered is False:
         notes.append(f"{spec.name} is proved for {', '.join(covers)}, not {builder.name}: "
                      "the verdict compares numbers for reference and tests no theorem")
@@ -559,7 +411,7 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
         hparams=built[next(iter(built))].hparams, step_sizes={**step_report, "eta_g_eta_l": step_report["eta_g"] * step_report["eta_l"]},
         conditions=tuple(conditions), tau_max=tau_max, tau_avg=tau_avg, n_clients=N, rounds=T, local_steps=K,
         expectation=expectation, constants=const_info, stopped=tuple(stopped), notes=tuple(notes), atol=atol,
-        per_trace_tau=per_trace_tau, first_run=first_run, covered=covered)
+        per_trace_tau=per_trace_tau, first_run=first_run, covered=covered, lhs=theorem.lhs)
 
 
 def _constants(problem, constants, N: int, K: int, T: int) -> tuple[Constants, dict, list[str]]:

@@ -14,7 +14,7 @@ import sys
 from importlib import import_module
 
 from .catalogue import (ALGORITHM_NAMES, CHECK_ALGORITHMS, CONSTANT_SOURCES, DEFAULT_CLIENTS, EXPERIMENT_ROUNDS,
-                        MAIN_PRESETS, PROBLEMS, DefaultNames)
+                        MAIN_PRESETS, PAPERS, PROBLEMS, DefaultNames)
 from .usage import UsageError, one_line
 
 CHECK_HELP = f"""\
@@ -137,10 +137,12 @@ def _real(text):
 def _add_check(commands):
     check = commands.add_parser("check", help="the main job: measured (1/T) Σ‖∇f‖² against a theorem's bound, per algorithm and pattern",
                                 description=CHECK_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    check.add_argument("--algorithms", nargs="+", default=list(CHECK_ALGORITHMS), metavar="NAME",
-                       help=f"algorithm names (default: {' '.join(CHECK_ALGORITHMS)}; all: see above)")
-    check.add_argument("--patterns", nargs="+", default=list(MAIN_PRESETS), metavar="PRESET|FILE",
-                       help="preset names (scaled to --clients; see delays --list) or trace files (.npz, .csv, .json); default: P1 P2 P3")
+    check.add_argument("--algorithms", nargs="+", default=DefaultNames(CHECK_ALGORITHMS), metavar="NAME",
+                       help=f"algorithm names (default: {' '.join(CHECK_ALGORITHMS)} for FedSUM's theorems, else the "
+                            "algorithms the theorem covers; all: see above)")
+    check.add_argument("--patterns", nargs="+", default=DefaultNames(MAIN_PRESETS), metavar="PRESET|FILE",
+                       help="preset names (scaled to --clients; see delays --list) or trace files (.npz, .csv, .json); "
+                            "default: P1 P2 P3 for FedSUM's theorems, else the participation the theorem assumes")
     check.add_argument("--problem", default="quadratic", help=f"one of {', '.join(PROBLEMS)} (default quadratic)")
     check.add_argument("--constants", choices=CONSTANT_SOURCES, default="estimate",
                        help="estimate: the problem's exact constants, the others by verify.estimate_constants "
@@ -150,7 +152,13 @@ def _add_check(commands):
     check.add_argument("--rounds", "-T", type=_positive(int), default=500, help="rounds T (default 500; a shorter trace file uses its own length)")
     check.add_argument("--local-steps", "-K", type=_positive(int), default=5, help="local steps K (default 5)")
     check.add_argument("--seeds", type=_positive(int), default=5, help="noise seeds per run (default 5)")
-    check.add_argument("--theorem", default="fedsum.theorem_4_1", help="a bound of verify.checking.BOUNDS (default fedsum.theorem_4_1)")
+    check.add_argument("--theorem", default="fedsum.theorem_4_1",
+                       help="any theorem that `fedverify bound --list` prints (default fedsum.theorem_4_1)")
+    check.add_argument("--paper", choices=PAPERS, default=None,
+                       help="check every theorem of one paper, each on its default algorithms and patterns (one table each)")
+    check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="hparams",
+                       help="an algorithm or theorem option, e.g. --set beta=0.5, --set stages=2,1,0.5 (momentum), "
+                            "--set surrogate=last (LOGIT), --set decay=0.75 (CA-Fed); repeatable")
     check.add_argument("--confidence", type=float, default=0.95, help="one-sided confidence of the verdict (default 0.95)")
     check.add_argument("--device", default=None, help="torch device for the runs (default: cpu)")
     check.add_argument("--output", "-o", type=_path, default="fedverify-check",

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from participation import Trace
 
 from . import strategies as vst
-from .checking import CheckResult, check, resolve_bound
+from .checking import CheckResult, check, resolve_bound, resolve_theorem
 from .constants import estimate_constants
 
 __all__ = ["conformance", "ConformanceResult"]
@@ -40,8 +40,9 @@ __all__ = ["conformance", "ConformanceResult"]
 class ConformanceResult:
     """``found``: a counterexample exists among the examples tried. ``trace`` and ``result``
     are the minimal counterexample (after shrinking) when found, else the worst example seen;
-    ``ratio`` is its measured/bound, ``worst_ratio`` the largest lower-limit/bound ratio
-    met anywhere in the search, ``examples`` the number of examples evaluated."""
+    ``ratio`` is its measured/bound, ``worst_ratio`` the largest lower-limit/bound ratio met in
+    the search among draws where every hypothesis holds and the theorem covers the algorithm,
+    ``examples`` the number of examples evaluated."""
 
     found: bool
     trace: Trace | None
@@ -51,12 +52,15 @@ class ConformanceResult:
     problem: object
     examples: int
     skipped: int = 0
+    #: Why the first skipped draw was skipped (a theorem with a plan of its own refuses draws outside its setting).
+    skip_reason: str = ""
 
     def __str__(self) -> str:
         head = "counterexample found" if self.found else "no counterexample"
         text = f"{head} in {self.examples} examples; worst lower-limit/bound ratio {self.worst_ratio:.3g}"
         if self.skipped:
-            text += f"; {self.skipped} draws skipped (the theorem prescribes no positive step there, e.g. Δ_f = 0)"
+            text += f"; {self.skipped} draws skipped (" + (self.skip_reason or
+                                                          "the theorem prescribes no positive step there, e.g. Δ_f = 0") + ")"
         if self.trace is not None:
             text += (f"; {'minimal' if self.found else 'worst'} trace {self.trace.n_rounds}×{self.trace.n_clients} "
                      f"with {int(self.trace.mask.sum())} active cells, ratio {self.ratio:.3g}")
@@ -90,7 +94,8 @@ def _seed_cases(n_clients, rounds, theorem: str, local_steps: int) -> list[tuple
         if n < 2:
             continue
         b = np.concatenate([[1.0], np.full(n - 1, -1.0 / (n - 1))])[:, None]      # Σ_i b_i = 0
-        if theorem == "fedsum.theorem_4_1":
+        own = theorem not in vst.STEP_SIZE_THEOREMS
+        if theorem == "fedsum.theorem_4_1" or own:
             b = b + 1.0
         problem = Quadratic(np.ones((n, 1)), b)
         rows = np.ones((2, n), dtype=bool)
@@ -98,12 +103,12 @@ def _seed_cases(n_clients, rounds, theorem: str, local_steps: int) -> list[tuple
         trace = Trace(np.resize(rows, (T, n)))
         m = delay_metrics(trace)
         consts = estimate_constants(problem).to_constants(local_steps=local_steps, rounds=T)
-        eta_g, eta_l = vst.largest_step_sizes(theorem, consts, m.tau_max, m.tau_avg)
+        eta_g, eta_l = (None, None) if own else vst.largest_step_sizes(theorem, consts, m.tau_max, m.tau_avg)
         cases.append((problem, trace, eta_g, eta_l))
     return cases
 
 
-def conformance(algorithm_factory, bound: str = "fedsum.lemma_d6", *, max_examples: int = 100,
+def conformance(algorithm_factory=None, bound: str = "fedsum.lemma_d6", *, max_examples: int = 100,
                 n_clients=st.integers(2, 6), rounds=40, seeds: int = 2, problems=None, traces=None,
                 local_steps: int = 1, confidence: float = 0.95, shrink: bool = True) -> ConformanceResult:
     """Search for a trace on which ``algorithm_factory`` breaks ``bound``.
@@ -117,13 +122,27 @@ def conformance(algorithm_factory, bound: str = "fedsum.lemma_d6", *, max_exampl
     ``(n, T) -> strategy of Traces`` (default: periodic schedules of 1–4 rows, near-full,
     arbitrary and near-empty masks).
     ``seeds``: noise seeds per example. ``shrink=False`` skips shrinking.
+
+    A theorem with a step-size rule of its own (Server momentum, CA-Fed, LOGIT; see
+    ``verify.theorems``) is searched over the problems, participation and options its
+    assumptions allow (``verify.search_spaces``), at its own step sizes; ``algorithm_factory``
+    is then an algorithm name (default: the first it covers when ``None``), and ``problems``
+    and ``traces`` do not apply.
     """
     max_examples = _count(max_examples, "max_examples")
     seeds = _count(seeds, "seeds")
     local_steps = _count(local_steps, "local_steps")
-    spec = resolve_bound(bound)
-    if spec.name not in vst.STEP_SIZE_THEOREMS:
-        raise ValueError(f"bound must be one of {', '.join(vst.STEP_SIZE_THEOREMS)}, got {bound!r}")
+    theorem = resolve_theorem(bound)
+    if theorem.plan is not None:
+        return _search_plan(theorem, algorithm_factory, max_examples=max_examples, n_clients=n_clients, rounds=rounds,
+                            seeds=seeds, local_steps=local_steps, confidence=confidence, shrink=shrink,
+                            default_search=problems is None and traces is None)
+    spec = resolve_bound(theorem)
+    drawn = spec.name in vst.STEP_SIZE_THEOREMS
+    if spec.name.startswith("fedsum.") and spec.name not in vst.STEP_SIZE_THEOREMS:
+        raise ValueError(f"conformance searches FedSUM's {', '.join(vst.STEP_SIZE_THEOREMS)}, not {spec.name}")
+    if algorithm_factory is None:
+        raise ValueError("give an algorithm name or factory to search")
     default_search = problems is None and traces is None
     if problems is None:
         def problems(n):
@@ -141,6 +160,8 @@ def conformance(algorithm_factory, bound: str = "fedsum.lemma_d6", *, max_exampl
         trace = draw(traces(n, T))
         from participation.delays import delay_metrics
 
+        if not drawn:           # the theorem's own step sizes (Thm 4.1's, or what the bound prescribes)
+            return problem, trace, None, None
         m = delay_metrics(trace)
         consts = estimate_constants(problem).to_constants(local_steps=local_steps, rounds=T)
         if not vst.admits_step_sizes(spec.name, consts, m.tau_max, m.tau_avg):
@@ -153,6 +174,14 @@ def conformance(algorithm_factory, bound: str = "fedsum.lemma_d6", *, max_exampl
 
     def evaluate(case) -> CheckResult:
         problem, trace, eta_g, eta_l = case
+        if eta_g is None:
+            try:
+                return check(algorithm_factory, problem, trace, theorem, seeds, confidence=confidence,
+                             local_steps=local_steps, step_sizes="theorem")
+            except ValueError as err:     # e.g. Δ_f = 0: the theorem prescribes no positive step
+                state["skipped"] += 1
+                state.setdefault("reason", str(err))
+                reject()
         if isinstance(algorithm_factory, str):
             import algorithms
 
@@ -163,6 +192,8 @@ def conformance(algorithm_factory, bound: str = "fedsum.lemma_d6", *, max_exampl
         return check(algorithm, problem, trace, spec.function, seeds, confidence=confidence, step_sizes=step_mode)
 
     corpus = _seed_cases(n_clients, rounds, spec.name, local_steps) if default_search else []
+    if not drawn:
+        corpus = [(problem, trace, None, None) for problem, trace, _, _ in corpus]
 
     @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None, verbosity=Verbosity.quiet,
               phases=(Phase.explicit, Phase.generate, Phase.target) + ((Phase.shrink,) if shrink else ()),
@@ -173,7 +204,7 @@ def conformance(algorithm_factory, bound: str = "fedsum.lemma_d6", *, max_exampl
         state["examples"] += 1
         score = min(result.margin, 1e12)
         target(score, label="lower limit / bound")
-        if score > state["worst"]:
+        if score > state["worst"] and result.conditions_hold and result.covered is not False:
             state["worst"], state["worst_case"] = score, (case, result)
         if result.verdict == "violated" and result.conditions_hold:
             state["failure"] = (case, result)
@@ -194,3 +225,63 @@ def conformance(algorithm_factory, bound: str = "fedsum.lemma_d6", *, max_exampl
     (problem, trace, _, _), result = pick
     return ConformanceResult(found, trace, result.ratio, state["worst"], result, problem, state["examples"],
                              state["skipped"])
+
+
+def _search_plan(theorem, algorithm, *, max_examples, n_clients, rounds, seeds, local_steps, confidence, shrink,
+                 default_search) -> ConformanceResult:
+    """The search of :func:`conformance` for a theorem with a plan of its own."""
+    from . import search_spaces
+
+    if theorem.name not in search_spaces.SPACES:
+        raise ValueError(f"{theorem.name} has no search space; conformance searches "
+                         f"{', '.join(search_spaces.SPACES)} and the delay bounds")
+    if algorithm is None:
+        algorithm = theorem.covers[0]
+    if not isinstance(algorithm, str):
+        raise ValueError(f"{theorem.name} builds its algorithm at its own step sizes: give an algorithm name, "
+                         f"not {type(algorithm).__name__}")
+    state = {"examples": 0, "worst": -math.inf, "worst_case": None, "failure": None, "skipped": 0}
+
+    def evaluate(case) -> CheckResult:
+        problem, source, hparams, T = case
+        return check(algorithm, problem, source, theorem, seeds, rounds=T, local_steps=local_steps,
+                     confidence=confidence, hparams=hparams)
+
+    @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None, verbosity=Verbosity.quiet,
+              phases=(Phase.explicit, Phase.generate, Phase.target) + ((Phase.shrink,) if shrink else ()),
+              report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
+    @given(search_spaces.cases(theorem.name, n_clients, rounds))
+    def search(case):
+        try:
+            result = evaluate(case)
+        except ValueError as err:   # a draw outside the theorem's setting (e.g. no admissible step): not a case
+            state["skipped"] += 1
+            state.setdefault("reason", str(err))
+            reject()
+        state["examples"] += 1
+        score = min(result.margin, 1e12)
+        target(score, label="lower limit / bound")
+        if score > state["worst"] and result.conditions_hold and result.covered is not False:
+            state["worst"], state["worst_case"] = score, (case, result)
+        if result.verdict == "violated" and result.conditions_hold and result.covered is not False:
+            state["failure"] = (case, result)
+            raise _Counterexample
+
+    if default_search:
+        for case in search_spaces.seed_cases(theorem.name, rounds):
+            search = example(case)(search)
+    try:
+        search()
+    except _Counterexample:
+        pass
+    except Unsatisfiable:
+        pass
+    found = state["failure"] is not None
+    pick = state["failure"] if found else state["worst_case"]
+    if pick is None:
+        return ConformanceResult(False, None, math.nan, state["worst"], None, None, state["examples"], state["skipped"],
+                                 state.get("reason", ""))
+    (problem, source, _, T), result = pick
+    trace = source if isinstance(source, Trace) else None
+    return ConformanceResult(found, trace, result.ratio, state["worst"], result, problem, state["examples"],
+                             state["skipped"], state.get("reason", ""))

@@ -14,14 +14,22 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from participation.files import atomic_write
+
+
+def atomic_write(path, write, *, binary: bool = False) -> Path:
+    """``participation.files.atomic_write``, imported on first use so that the command line's
+    ``--help`` (which reads the sweep's spec format from ``verify.sweep``) loads no numerics."""
+    from participation.files import atomic_write as write_atomically
+
+    return write_atomically(path, write, binary=binary)
+
 
 __all__ = ["atomic_write", "write_json", "write_csv", "plot_format", "save_figure", "figure", "number",
            "check_table", "check_footnotes", "plot_check", "plot_delays", "plot_mc", "bound_report",
            "CSV_FIELDS"]
 
 #: Columns of the check CSV (and the flat part of each JSON row).
-CSV_FIELDS = ("algorithm", "pattern", "rounds", "tau_max", "tau_avg", "measured", "lower", "upper", "bound", "ratio",
+CSV_FIELDS = ("theorem", "algorithm", "pattern", "rounds", "tau_max", "tau_avg", "measured", "lower", "upper", "bound", "ratio",
               "verdict", "label", "covered", "violated_conditions", "eta_g", "eta_l")
 
 
@@ -83,6 +91,8 @@ def save_figure(fig, path) -> Path:
 
 
 def _fmt(value: float, width: int, digits: int = 4) -> str:
+    if math.isnan(value):
+        return f"{'—':>{width}s}"
     return f"{value:>{width}.{digits}g}" if math.isfinite(value) else f"{str(value):>{width}s}"
 
 
@@ -104,15 +114,22 @@ def check_footnotes(rows: Sequence[dict], theorem: str) -> list[str]:
         for name in r["violated_conditions"]:
             violated.setdefault(r["algorithm"], {})[name] = None
     covered = {r["algorithm"] for r in rows if r["covered"]}
+    fedsum = theorem.startswith("fedsum.")
     for algorithm, names in violated.items():
         why = (" (the theorem's own step sizes break a hypothesis of the lemma its proof uses: a gap in the paper's proof)"
-               if algorithm in covered else "")
-        notes.append(f"* {algorithm}: hypothesis violated at the prescribed step sizes: {'; '.join(names)}{why}. "
+               if algorithm in covered and fedsum else "")
+        notes.append(f"* {algorithm}: hypothesis violated at the {'prescribed ' if fedsum else ''}step sizes"
+                     f"{'' if fedsum else ' used'}: {'; '.join(names)}{why}. "
                      f"{theorem} is then not proved for this run; the verdict compares the numbers only.")
     reference = list(dict.fromkeys(r["algorithm"] for r in rows if not r["covered"]))
-    if reference:
+    if reference and fedsum:
         notes.append(f"(ref) {', '.join(reference)}: not covered by {theorem}; run at the step sizes it prescribes "
                      "(FedSUM-B's) and compared with its value, for reference only.")
+    for algorithm in reference if not fedsum else ():
+        said = [n for r in rows if r["algorithm"] == algorithm and not r["covered"]
+                for n in r.get("result", {}).get("notes", ()) if "for reference" in n]
+        notes.append(f"(ref) {algorithm}: " + ("; ".join(dict.fromkeys(said)) if said else
+                                              f"not covered by {theorem}; compared with its value for reference only"))
     stopped = [f"{r['algorithm']}/{r['pattern']}" for r in rows if r.get("stopped")]
     if stopped:
         notes.append(f"runs stopped (non-finite values): {', '.join(stopped)}")
@@ -135,14 +152,16 @@ def plot_check(rows: Sequence[dict], path, title: str = "") -> Path:
     measured mean over seeds at T (dot) and the bound (dashed, black;
     one line per distinct value, labelled with the algorithms it is for when they differ).
     One legend for the figure, below the panels."""
-    patterns = list(dict.fromkeys(r["pattern"] for r in rows))
+    several = len({r.get("theorem") for r in rows}) > 1
+    panel = (lambda r: f"{r['theorem']}, {r['pattern']}") if several else (lambda r: r["pattern"])
+    patterns = list(dict.fromkeys(panel(r) for r in rows))
     algorithms = list(dict.fromkeys(r["algorithm"] for r in rows))
     fig, axes = figure(1, len(patterns), size=(4.4, 3.4))
     colours = {a: f"C{i}" for i, a in enumerate(algorithms)}
     markers = {a: "osD^vx+*"[i % 8] for i, a in enumerate(algorithms)}
     styles = ("--", "-.", ":")
     for ax, pattern in zip(axes.ravel(), patterns):
-        here = [r for r in rows if r["pattern"] == pattern]
+        here = [r for r in rows if panel(r) == pattern]
         for r in here:
             c = colours[r["algorithm"]]
             curve = np.asarray(r["curve"], dtype=float)
@@ -161,11 +180,14 @@ def plot_check(rows: Sequence[dict], path, title: str = "") -> Path:
             which = "" if len(bounds) == 1 else f" ({', '.join(names)})"
             ax.axhline(value, color="k", ls=styles[k % len(styles)], lw=1.0, label=f"bound{which}")
         first = here[0]
-        ax.set_title(f"{pattern}: τ_max = {first['tau_max']:.3g}, τ_avg = {first['tau_avg']:.3g}", fontsize=9)
+        ax.set_title(f"{pattern}: τ_max = {first['tau_max']:.3g}, τ_avg = {first['tau_avg']:.3g}"
+                     if math.isfinite(first["tau_max"]) else pattern, fontsize=9)
         ax.set_xlabel("round t")
         _quiet_log_axis(ax)
         ax.grid(True, which="major", alpha=0.3)
-    axes.ravel()[0].set_ylabel("running mean of ‖∇f(x_t)‖² (seed 0)")
+    lhs = {r.get("result", {}).get("lhs") for r in rows}
+    axes.ravel()[0].set_ylabel("running mean of ‖∇f(x_t)‖² (seed 0)" if lhs <= {None, "(1/T) Σ_{t<T} ‖∇f(x_t)‖²"}
+                               else "measured left side (dots) and bound")
     handles = {}
     for ax in axes.ravel():
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -256,11 +278,11 @@ def check_row(result, pattern: str, theorem: str, curve) -> dict:
     covered = result.covered is not False
     violated = [c.name for c in result.violated_conditions]
     label = result.label
-    return {"algorithm": result.algorithm, "pattern": pattern, "rounds": result.rounds, "tau_max": result.tau_max,
+    return {"theorem": theorem, "algorithm": result.algorithm, "pattern": pattern, "rounds": result.rounds, "tau_max": result.tau_max,
             "tau_avg": result.tau_avg, "measured": result.measured, "lower": result.lower, "upper": result.upper,
             "bound": result.bound_value, "ratio": result.ratio, "verdict": result.verdict, "label": label,
-            "covered": covered, "violated_conditions": violated, "eta_g": result.step_sizes["eta_g"],
-            "eta_l": result.step_sizes["eta_l"], "stopped": bool(result.stopped), "curve": curve,
+            "covered": covered, "violated_conditions": violated, "eta_g": result.step_sizes.get("eta_g"),
+            "eta_l": result.step_sizes.get("eta_l", result.step_sizes.get("eta", result.step_sizes.get("eta_1"))), "stopped": bool(result.stopped), "curve": curve,
             "plotted_run": {"seed": result.seeds[0], "mean": number(curve[-1]) if curve.size else None},
             "result": result.to_dict()}
 

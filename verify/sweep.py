@@ -66,7 +66,7 @@ f(x_T) of the first run.
                scaffold
   patterns     P1, P2, P3             presets scaled to n_clients (S = N/5 per round), or trace
                                       files (.npz, .csv, .json; relative to the spec's folder)
-  theorems     "fedsum.theorem_4_1"   a bound of verify.checking.BOUNDS
+  theorems     "fedsum.theorem_4_1"   any theorem `fedverify bound --list` prints
   n_clients    20
   rounds       500                    (a shorter trace file runs its own length)
   local_steps  5
@@ -504,9 +504,9 @@ class _Resolver:
 
     def theorem(self, name: str) -> str:
         if name not in self.theorems:
-            from .checking import resolve_bound
+            from .checking import resolve_theorem
 
-            self.theorems[name] = resolve_bound(name).name
+            self.theorems[name] = resolve_theorem(name).name
         return self.theorems[name]
 
     def problem(self, name: str) -> str:

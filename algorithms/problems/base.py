@@ -72,6 +72,14 @@ class FederatedProblem(ABC):
         randomness) and the rows of ``clients`` are used.
         """
 
+    def client_losses(self, x: torch.Tensor) -> torch.Tensor:
+        """(N,): f_i(x) for every client (problems that can say; the CA-Fed theorems need them)."""
+        raise ValueError(f"{type(self).__name__} does not give per-client losses f_i(x)")
+
+    def strong_convexity(self) -> float:
+        """μ > 0 with every f_i μ-strongly convex (a certified lower bound), where the problem knows one."""
+        raise ValueError(f"{type(self).__name__} knows no strong-convexity constant μ")
+
     def accuracy(self, x: torch.Tensor) -> float | None:
         """Classification accuracy where it applies, else None."""
         return None

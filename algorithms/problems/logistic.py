@@ -123,6 +123,17 @@ class Logistic(ClientDataProblem):
         data_term = (self.data.weights * self._sample_loss(Z, self.data.y)).sum() / self.n_clients
         return data_term + 0.5 * self.reg * (x @ x)
 
+    def client_losses(self, x: torch.Tensor) -> torch.Tensor:
+        """f_i(x) = (1/n_i) Σ_{j∈D_i} ℓ_j(x) + (reg/2)‖x‖², (N,); their mean is ``loss``."""
+        Z = self.data.X @ self._point(x)
+        return (self.data.weights * self._sample_loss(Z, self.data.y)).sum(dim=-1) + 0.5 * self.reg * (x @ x)
+
+    def strong_convexity(self) -> float:
+        """μ = reg: every f_i is reg-strongly convex (the data term is convex); a lower bound."""
+        if not self.reg > 0:
+            raise ValueError("the logistic problem is not strongly convex without regularisation (reg = 0)")
+        return float(self.reg)
+
     def client_grads(self, x: torch.Tensor) -> torch.Tensor:
         """∇f_i(x) = (1/n_i) Σ_j a_j r_jᵀ + reg·x, all clients in one batched matmul."""
         d = self.data

@@ -148,6 +148,18 @@ class Quadratic(FederatedProblem):
     def client_grads(self, x: torch.Tensor) -> torch.Tensor:
         return self._apply(self.A, x.unsqueeze(0) - self.b)
 
+    def client_losses(self, x: torch.Tensor) -> torch.Tensor:
+        """f_i(x) = ½(x − b_i)ᵀA_i(x − b_i), (N,)."""
+        D = x.unsqueeze(0) - self.b
+        return 0.5 * (D * self._apply(self.A, D)).sum(dim=1)
+
+    def strong_convexity(self) -> float:
+        """μ = min_i λ_min(A_i) (exact); a ValueError when some A_i is singular."""
+        mu = float(np.linalg.eigvalsh(self._dense64())[:, 0].min())
+        if not mu > 0:
+            raise ValueError(f"the quadratic is not strongly convex: min_i λ_min(A_i) = {mu:.3g}")
+        return mu
+
     def grads_at(self, X: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
         return self._apply(self.A[clients], X - self.b[clients])
 

@@ -23,6 +23,8 @@ _PRESETS: dict[str, tuple[str, Callable[..., Pattern]]] = {
     "case4": ("FedSUM Case 4: reshuffled cyclic blocks of S", lambda n_clients=100, per_round=20: ReshuffledCyclic(n_clients, per_round)),
     "H8": ("FedSUM App. H.8 biased groups: p = 0.5, 0.45, ..., 0.05 in groups of 11",
            lambda n_clients=100: BiasedGroups(n_clients)),
+    "full": ("Full participation: every client in every round (Server momentum Thm 4.1)",
+             lambda n_clients=100: Uniform(n_clients, n_clients)),
     "logit": ("LOGIT experiments: N = 10, independent Bernoulli with p = 0.5 (§5)",
               lambda n_clients=10, p=0.5: Bernoulli(p, n_clients)),
     "cafed-temporal": ("CA-Fed temporal correlation, four equal types (§V-A)",

@@ -131,7 +131,8 @@ def test_default_check_verdicts_golden(default_check):
         assert any("E.6" in c for c in rows["fedsum-cr", p]["violated_conditions"])
         assert rows["fedsum", p]["label"] == "holds" and rows["fedsum", p]["violated_conditions"] == []
     assert re.search(r"^\* fedsum-cr: .*E\.6", stdout, re.M) and re.search(r"^\(ref\) fedavg, scaffold", stdout, re.M)
-    header = stdout.splitlines()[1].split()
+    assert stdout.splitlines()[1].startswith("fedsum.theorem_4_1: measured (1/T)")
+    header = stdout.splitlines()[2].split()
     assert header == ["algorithm", "pattern", "tau_max", "tau_avg", "measured", "bound", "ratio", "verdict"]
 
 
@@ -501,3 +502,22 @@ def test_delays_of_an_event_log(tmp_path, capsys):
     assert "T=3 rounds, N=2 clients" in capsys.readouterr().out
     assert main(["delays", "--trace", str(path), "--round-seconds", "10", "--fraction", "0.5"]) == 2
     assert "--rule fraction" in capsys.readouterr().err
+
+
+def test_static_theorem_list_is_the_bounds_modules():
+    """`bound --list` prints a static list (it imports nothing); it must stay the bounds modules' theorems."""
+    import inspect
+
+    from verify.commands.bound import theorems
+
+    assert catalogue.THEOREM_LIST == {name: (inspect.getdoc(f) or "").splitlines()[0] for name, f in theorems().items()}
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["check", "--help"], ["bound", "--list"], ["sweep", "--help"]])
+def test_help_and_list_load_no_numerics(argv):
+    """--help and bound --list answer at once: they import neither numpy's heavy dependants nor torch, scipy or sympy."""
+    code = ("import sys, contextlib, io\nfrom verify.cli import main\n"
+            f"with contextlib.redirect_stdout(io.StringIO()):\n    try:\n        main({argv!r})\n    except SystemExit:\n        pass\n"
+            "print(sorted(m for m in ('torch', 'scipy', 'sympy', 'matplotlib', 'participation') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert result.stdout.strip() == "[]"

@@ -103,3 +103,35 @@ def test_theorem_4_1_skips_problems_it_prescribes_no_step_for():
     out = conformance("fedsum", "fedsum.theorem_4_1", max_examples=3, problems=optimal_at_zero, shrink=False)
     assert out.examples == 0 and out.skipped >= 1 and not out.found
     assert "skipped" in str(out)
+
+
+PLANNED = ("momentum.theorem_4_1", "momentum.theorem_4_6", "momentum.theorem_5_1", "momentum.corollary_g1",
+           "cafed.theorem_1", "cafed.theorem_2", "cafed.theorem_3", "logit.theorem_1", "logit.theorem_2")
+
+
+@pytest.mark.parametrize("name", PLANNED)
+def test_every_theorem_is_searched_from_its_seed_corpus(name):
+    """Every theorem with a step-size rule of its own is searched over its setting, starting from its
+    seed cases (Server momentum Thms 4.1/4.6/5.1, Cor G.1; CA-Fed Thms 1–3; LOGIT Thms 1–2): the
+    correct implementations break none of them."""
+    from verify import search_spaces
+
+    result = conformance(None, name, max_examples=1, rounds=16, n_clients=2, shrink=False)
+    assert not result.found
+    assert result.examples + result.skipped >= len(search_spaces.seed_cases(name, 16))
+    assert result.result is not None and result.result.bound_name == name and result.result.conditions_hold
+
+
+def test_a_users_made_up_theorem_is_searched_and_broken():
+    """A user's delay bound (verify.theorems.user_theorem) goes through the same search: a bound too
+    small for FedAvg is found violated on the first seed case."""
+    from verify import theorems
+
+    mine = theorems.user_theorem(lambda constants, tau_max: 0.01 * (1 + tau_max), covers=("fedavg",), name="too-small")
+    result = conformance("fedavg", mine, max_examples=3, rounds=16, shrink=False)
+    assert result.found and result.result.verdict == "violated" and result.result.bound_name == "too-small"
+
+
+def test_a_planned_theorem_needs_an_algorithm_name():
+    with pytest.raises(ValueError, match="give an algorithm name"):
+        conformance(Scaffold, "logit.theorem_2", max_examples=1)

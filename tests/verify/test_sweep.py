@@ -127,7 +127,7 @@ def test_example_spec_is_valid_and_small(tmp_path):
     ({"check": {"patterns": "nosuch"}}, "check.patterns: unknown pattern 'nosuch'"),
     ({"check": {"patterns": "missing.npz"}}, "missing.npz"),
     ({"check": {"problems": "nosuch"}}, "check.problems: unknown problem 'nosuch'"),
-    ({"check": {"theorems": "nosuch"}}, "check.theorems: unknown bound 'nosuch'"),
+    ({"check": {"theorems": "nosuch"}}, "check.theorems: unknown theorem 'nosuch'"),
     ({"check": [{}, {"patterns": "cafed-spatial"}]}, "check[1].patterns: preset 'cafed-spatial' cannot be scaled"),
     ({"check": 3}, "check must be a table or a list of tables, got int"),
     ({"monte_carlo": {"reps": 1}}, "monte_carlo.reps: expected at least 2 replicates"),

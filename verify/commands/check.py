@@ -1,21 +1,26 @@
-"""``fedverify check``, the main job: measured (1/T) Σ‖∇f(x_t)‖² per algorithm and pattern
-against a theorem's bound."""
+"""``fedverify check``, the main job: a theorem's measured left side per algorithm and pattern
+against its bound (FedSUM Thm 4.1 by default; any theorem ``bound --list`` prints; ``--paper``
+runs every theorem of one paper, one table each)."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from ..catalogue import DEFAULT_CLIENTS, PROBLEMS, build_problem, is_trace_file, resolve_patterns, split_names, trace_clients
+from ..catalogue import (CHECK_ALGORITHMS, DEFAULT_CLIENTS, MAIN_PRESETS, PROBLEMS, THEOREM_PATTERNS, DefaultNames,
+                         build_problem, is_trace_file, resolve_patterns, split_names, trace_clients)
 from ..usage import UsageError
 from . import announce, device as _device, load_plugins, show_progress, writable_folder
 
 #: The files ``check`` writes into --output.
 OUTPUT_FILES = ("check.json", "check.csv", "check.png")
+#: The measured quantity whose running mean the figure draws.
+AVERAGE = "(1/T) Σ_{t<T} ‖∇f(x_t)‖²"
 
-def _clients(args) -> int:
+
+def _clients(args, patterns) -> int:
     if args.clients:
         return args.clients
-    counts = {trace_clients(t) for t in split_names(args.patterns) if is_trace_file(t)}
+    counts = {trace_clients(t) for t in patterns if is_trace_file(t)}
     if len(counts) > 1:
         raise UsageError(f"the trace files have different client counts ({', '.join(map(str, sorted(counts)))}); set --clients")
     return counts.pop() if counts else DEFAULT_CLIENTS
@@ -36,52 +41,114 @@ def _algorithms(values) -> list[str]:
     return list(dict.fromkeys(algorithms.get(name).name for name in _names(values, "--algorithms", "algorithm")))
 
 
+def _value(text: str):
+    """A --set value: an int, a float, comma-separated numbers (a tuple), true/false, or the text."""
+    parts = [p.strip() for p in text.split(",")]
+    def one(p):
+        if p.lower() in ("true", "false"):
+            return p.lower() == "true"
+        for kind in (int, float):
+            try:
+                return kind(p)
+            except ValueError:
+                pass
+        return p
+    values = [one(p) for p in parts]
+    return tuple(values) if len(values) > 1 else values[0]
+
+
+def _hparams(items) -> dict:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UsageError(f"--set {item!r}: expected KEY=VALUE")
+        out[key.strip()] = _value(value.strip())
+    return out
+
+
 def _curve(result):
-    """Running mean (1/t) Σ_{s<t} ‖∇f(x_s)‖² of the first seed on the first trace the check ran."""
+    """Running mean (1/t) Σ_{s<t} ‖∇f(x_s)‖² of the first run, when that is the measured quantity; else empty."""
     import numpy as np
 
+    if result.lhs != AVERAGE:
+        return np.zeros(0)
     g = np.asarray(result.first_run.grad_norm2, dtype=float)
     return np.cumsum(g) / np.arange(1, g.size + 1)
 
 
-def _check_inputs(args):
-    from ..checking import BOUNDS, resolve_bound
+def _theorem(name: str):
+    from ..theorems import get
 
+    try:
+        theorem = get(name)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    theorem.require_checkable()
+    return theorem
+
+
+def _plan(args) -> list[tuple[object, list[str], list[str]]]:
+    """(theorem, algorithm names, pattern names) per table."""
+    from ..theorems import THEOREMS
+
+    if args.paper:
+        if args.theorem != "fedsum.theorem_4_1":
+            raise UsageError("give --paper or --theorem, not both")
+        theorems = [t for name, t in THEOREMS.items() if name.startswith(args.paper + ".") and t.checkable]
+    else:
+        theorems = [_theorem(args.theorem)]
+    tables = []
+    for theorem in theorems:
+        fedsum = theorem.name.startswith("fedsum.")
+        if isinstance(args.algorithms, DefaultNames):
+            names = list(CHECK_ALGORITHMS) if fedsum else list(theorem.covers)
+        else:
+            names = _algorithms(args.algorithms)
+        if isinstance(args.patterns, DefaultNames):
+            patterns = list(THEOREM_PATTERNS.get(theorem.name, MAIN_PRESETS))
+        else:
+            patterns = _names(args.patterns, "--patterns", "pattern or trace file")
+        tables.append((theorem, names, patterns))
+    return tables
+
+
+def _check_inputs(args):
     if not 0.5 <= args.confidence < 1:
         raise UsageError(f"--confidence must lie in [0.5, 1), got {args.confidence}")
-    try:
-        theorem = resolve_bound(args.theorem).name
-    except ValueError:
-        raise UsageError(f"unknown theorem {args.theorem!r} for check; choose from {', '.join(BOUNDS)}") from None
-    names = _algorithms(args.algorithms)
+    if isinstance(args.algorithms, DefaultNames) is False:
+        _algorithms(args.algorithms)
+    tables = _plan(args)
     device = _device(args.device)
-    _names(args.patterns, "--patterns", "pattern or trace file")
-    n_clients = _clients(args)
-    patterns = resolve_patterns(split_names(args.patterns), n_clients)
-    return theorem, names, device, n_clients, patterns, Path(args.output)
+    n_clients = _clients(args, [p for _, _, patterns in tables for p in patterns])
+    resolved = [(theorem, names, resolve_patterns(patterns, n_clients)) for theorem, names, patterns in tables]
+    return resolved, device, n_clients, Path(args.output), _hparams(args.hparams)
 
 
-def _announce_check(names, patterns, problem, args, device) -> None:
+def _announce_check(tables, problem, args, device, hparams) -> None:
     """Time a short run of the first algorithm and say how long the whole check will take."""
-    from participation import Trace
-
     import time
 
     import algorithms
+    from participation import Trace
 
     from ..budget import human_seconds
 
+    theorem, names, patterns = tables[0]
     short, steps = min(args.rounds, 20), min(args.local_steps, 5)    # bounded: a huge K is scaled, not run
     label, source = patterns[0]
     trace = Trace(source.mask[:short]) if isinstance(source, Trace) else source.sample(short, seed=0)
-    algorithm = algorithms.get(names[0], eta_l=1e-3, local_steps=steps)
+    options = {k: v for k, v in hparams.items() if k not in theorem.options and k not in ("eta_l", "eta_g")}
+    try:
+        algorithm = algorithms.get(names[0], eta_l=1e-3, local_steps=steps, **options)
+    except (ValueError, TypeError):
+        return
     start = time.perf_counter()
     algorithms.run(algorithm, problem, trace, seed=0, device=device)
-    seconds = ((time.perf_counter() - start) / short * args.rounds * args.local_steps / steps * args.seeds
-               * len(names) * len(patterns))
+    runs = sum(len(n) * len(p) for _, n, p in tables) * args.seeds
+    seconds = (time.perf_counter() - start) / short * args.rounds * args.local_steps / steps * runs
     if seconds > 30:
-        announce(f"check: {len(names) * len(patterns) * args.seeds} runs of {args.rounds} rounds, "
-                  f"about {human_seconds(seconds)}")
+        announce(f"check: {runs} runs of {args.rounds} rounds, about {human_seconds(seconds)}")
 
 
 def run(args) -> str:
@@ -94,7 +161,7 @@ def run(args) -> str:
     from ..report import CSV_FIELDS, check_footnotes, check_row, check_table, json_row, plot_check, write_csv, write_json
 
     load_plugins(args.plugin)
-    theorem, names, device, n_clients, patterns, output = _check_inputs(args)
+    tables, device, n_clients, output, hparams = _check_inputs(args)
     from ..budget import require_memory
 
     # per run: the trace (T × N booleans) and the history (a few float64 per round)
@@ -104,32 +171,46 @@ def run(args) -> str:
     writable_folder(output, "--output", OUTPUT_FILES)
     problem = build_problem(args.problem, n_clients)
     consts = problem_constants(problem) if args.constants == "problem" else estimate_constants(problem)
-    _announce_check(names, patterns, problem, args, device)
-    rows, notes = [], {}
-    bar = tqdm(total=len(names) * len(patterns) * args.seeds, unit="run", desc="fedverify check",
-               disable=not show_progress(args), file=sys.stderr)
+    _announce_check(tables, problem, args, device, hparams)
+    rows, notes, sections, footnotes = [], {}, [], []
+    total = sum(len(n) * len(p) for _, n, p in tables) * args.seeds
+    bar = tqdm(total=total, unit="run", desc="fedverify check", disable=not show_progress(args), file=sys.stderr)
     with bar:
-        for name in names:
-            for label, source in patterns:
-                bar.set_postfix_str(f"{name} on {label}")
-                rounds = min(args.rounds, source.n_rounds) if isinstance(source, Trace) else args.rounds
-                result = check(name, problem, source, theorem, seeds=args.seeds, rounds=rounds, local_steps=args.local_steps,
-                               constants=consts, confidence=args.confidence, device=device)
-                bar.update(args.seeds)
-                rows.append(check_row(result, label, theorem, _curve(result)))
-                notes.update(dict.fromkeys(n for n in result.notes if n.startswith("one run gives no confidence")))
-    footnotes = check_footnotes(rows, theorem) + [f"--seeds {args.seeds}: {n}" for n in notes]
+        for theorem, names, patterns in tables:
+            here = []
+            for name in names:
+                for label, source in patterns:
+                    bar.set_postfix_str(f"{name} on {label}")
+                    rounds = min(args.rounds, source.n_rounds) if isinstance(source, Trace) else args.rounds
+                    try:
+                        result = check(name, problem, source, theorem, seeds=args.seeds, rounds=rounds,
+                                       local_steps=args.local_steps, constants=consts, confidence=args.confidence,
+                                       device=device, hparams=hparams)
+                    except ValueError as err:
+                        raise UsageError(f"{theorem.name}, {name} on {label}: {err}") from None
+                    bar.update(args.seeds)
+                    here.append(check_row(result, label, theorem.name, _curve(result)))
+                    notes.update(dict.fromkeys(n for n in result.notes if n.startswith("one run gives no confidence")))
+            rows += here
+            foot = check_footnotes(here, theorem.name)
+            sections.append(f"{theorem.name}: measured {theorem.lhs}\n{check_table(here)}" + "".join(f"\n{n}" for n in foot))
+            footnotes += foot
+    extra = [f"--seeds {args.seeds}: {n}" for n in notes]
     if consts.estimated:
-        footnotes.append(f"estimated constants ({', '.join(consts.estimated)}): every verdict rests on these estimates, "
-                         "not on exact constants")
-    footnotes += [f"{label}: T={n} (the trace file's length)" for label, n in
-                  dict.fromkeys((r["pattern"], r["rounds"]) for r in rows if r["rounds"] < args.rounds)]
-    header = (f"{theorem} on {args.problem} (N={n_clients}, K={args.local_steps}, T={args.rounds}), "
+        extra.append(f"estimated constants ({', '.join(consts.estimated)}): every verdict rests on these estimates, "
+                     "not on exact constants")
+    extra += [f"{label}: T={n} (the trace file's length)" for label, n in
+              dict.fromkeys((r["pattern"], r["rounds"]) for r in rows if r["rounds"] < args.rounds)]
+    names = [t.name for t, _, _ in tables]
+    which = args.paper if args.paper else names[0]
+    header = (f"{which} on {args.problem} (N={n_clients}, K={args.local_steps}, T={args.rounds}), "
               f"{args.seeds} seeds, {args.confidence:.0%} one-sided limits")
-    summary = {"command": "check", "theorem": theorem, "problem": {"name": args.problem, "description": PROBLEMS[args.problem],
-               "n_clients": n_clients, "constants": consts.to_dict()}, "rounds": args.rounds, "local_steps": args.local_steps,
-               "seeds": args.seeds, "confidence": args.confidence, "footnotes": footnotes,
-               "rows": [json_row(r) for r in rows]}
+    summary = {"command": "check", "theorem": names[0] if len(names) == 1 else names,
+               "problem": {"name": args.problem, "description": PROBLEMS[args.problem], "n_clients": n_clients,
+                           "constants": consts.to_dict()},
+               "rounds": args.rounds, "local_steps": args.local_steps, "seeds": args.seeds, "confidence": args.confidence,
+               "hparams": {k: list(v) if isinstance(v, tuple) else v for k, v in hparams.items()},
+               "footnotes": footnotes + extra, "rows": [json_row(r) for r in rows]}
     files = [write_json(output / "check.json", summary), write_csv(output / "check.csv", rows, CSV_FIELDS),
              plot_check(rows, output / "check.png", header)]
-    return "\n".join([header, check_table(rows), *footnotes, "wrote " + ", ".join(map(str, files))])
+    return "\n".join([header, "\n\n".join(sections), *extra, "wrote " + ", ".join(map(str, files))])

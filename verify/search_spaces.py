@@ -1,0 +1,153 @@
+"""Where ``conformance`` looks for a counterexample to each theorem with a plan of its own, and
+the seed cases it tries first.
+
+A case is (problem, participation, hparams): a problem that satisfies the theorem's assumptions,
+a trace or pattern of the participation it assumes, and the options its step-size rule reads.
+The step sizes themselves are the theorem's (``verify.theorems``): the search varies everything
+else. Each seed case puts the theorem where its proof is tightest or its inputs are extreme.
+"""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from participation import Trace
+from participation.patterns import Bernoulli, Markov, Uniform
+
+from . import strategies as vst
+
+__all__ = ["SPACES", "SEED_CASES", "cases", "seed_cases"]
+
+_FINITE = dict(allow_nan=False, allow_infinity=False)
+
+
+def _problem(draw, n: int, strongly_convex: bool = False):
+    low = 0.2 if strongly_convex else 0.1
+    return draw(vst.quadratic_problems(n_clients=n, noise_std=st.floats(0.0, 0.05), curvature=(low, 1.0)))
+
+
+def _momentum_hparams(draw) -> dict:
+    hp = {"beta": draw(st.floats(0.0, 0.95, **_FINITE)), "nu": draw(st.floats(0.0, 1.0, **_FINITE))}
+    if draw(st.booleans()):
+        hp["stages"] = (2.0, 1.0, 0.5)
+    return hp
+
+
+def _full(draw, n, T):
+    return _problem(draw, n), Trace(np.ones((T, n), dtype=bool)), _momentum_hparams(draw)
+
+
+def _uniform(draw, n, T):
+    return _problem(draw, n), Uniform(n, draw(st.integers(1, n))), _momentum_hparams(draw)
+
+
+def _autonomous(draw, n, T, any_arrival: bool):
+    problem = _problem(draw, n)
+    m = draw(st.integers(1, n))
+    if any_arrival:       # any rule for who arrives, m arrivals per server step (Algorithm 4)
+        keys = np.array(draw(st.lists(st.floats(0.0, 1.0, **_FINITE), min_size=T * n, max_size=T * n))).reshape(T, n)
+        order = np.argsort(-keys, axis=1, kind="stable")
+        mask = np.zeros((T, n), dtype=bool)
+        np.put_along_axis(mask, order[:, :m], True, axis=1)
+        source = Trace(mask)
+    else:
+        source = Uniform(n, m)
+    hp = {"beta": draw(st.floats(0.0, 0.9, **_FINITE)), "nu": draw(st.floats(0.0, 1.0, **_FINITE)),
+          "max_delay": draw(st.integers(1, 4)), "max_epochs": draw(st.integers(1, 3))}
+    return problem, source, hp
+
+
+def _markov(draw, n, T):
+    pi = np.array(draw(st.lists(st.floats(0.2, 0.9, **_FINITE), min_size=n, max_size=n)))
+    u = np.array(draw(st.lists(st.floats(0.0, 1.0, **_FINITE), min_size=n, max_size=n)))
+    low = np.maximum.reduce([1 - 1 / pi, 1 - 1 / (1 - pi), np.full(n, -0.3)]) + 1e-6   # (236): a valid chain
+    lam = low + u * (0.9 - low)
+    return _problem(draw, n, strongly_convex=True), Markov(pi, lam), {"decay": draw(st.sampled_from((0.75, 1.0)))}
+
+
+def _bernoulli(draw, n, T, per_round: bool):
+    if per_round:
+        p = np.array(draw(st.lists(st.floats(0.1, 1.0, **_FINITE), min_size=n * T, max_size=n * T))).reshape(T, n)
+    else:
+        p = np.array(draw(st.lists(st.floats(0.1, 1.0, **_FINITE), min_size=n, max_size=n)))
+    return _problem(draw, n), Bernoulli(p, n), {"surrogate": draw(st.sampled_from(("last", "zero", "ws")))}
+
+
+#: theorem name → (draw, n, T) → (problem, trace or pattern, hparams).
+SPACES = {
+    "momentum.theorem_4_1": _full,
+    "momentum.theorem_4_6": _uniform,
+    "momentum.theorem_5_1": lambda draw, n, T: _autonomous(draw, n, T, any_arrival=False),
+    "momentum.corollary_g1": lambda draw, n, T: _autonomous(draw, n, T, any_arrival=True),
+    "cafed.theorem_1": _markov,
+    "cafed.theorem_2": _markov,
+    "cafed.theorem_3": _markov,
+    "logit.theorem_1": lambda draw, n, T: _bernoulli(draw, n, T, per_round=True),
+    "logit.theorem_2": lambda draw, n, T: _bernoulli(draw, n, T, per_round=False),
+}
+
+
+def _split_quadratic(n: int, offset: float = 1.0):
+    """n one-dimensional clients pulling apart (Σ b_i = n·offset, client 0 against the rest): all
+    the error is heterogeneity and drift, the worst case of the drift terms."""
+    from algorithms.problems import Quadratic
+
+    b = np.concatenate([[1.0], np.full(n - 1, -1.0 / (n - 1))])[:, None] + offset
+    return Quadratic(np.ones((n, 1)), b)
+
+
+def _seed_momentum(which: str, T: int):
+    problem = _split_quadratic(2)
+    strong = {"beta": 0.9, "nu": 1.0}
+    if which == "theorem_4_1":
+        return [(problem, Trace(np.ones((T, 2), dtype=bool)), strong)]
+    if which == "theorem_4_6":
+        return [(problem, Uniform(2, 1), strong), (_split_quadratic(3), Uniform(3, 1), {"beta": 0.0, "nu": 0.0})]
+    if which == "theorem_5_1":
+        return [(problem, Uniform(2, 1), {**strong, "max_delay": 4, "max_epochs": 3})]
+    only_first = np.zeros((T, 2), dtype=bool)
+    only_first[:, 0] = True           # one client arrives every time: the bias Remark 5.3 prices at 6σ_g²
+    alternating = np.resize(np.eye(2, dtype=bool), (T, 2))
+    return [(problem, Trace(only_first), {**strong, "max_delay": 4, "max_epochs": 3}),
+            (problem, Trace(alternating), {**strong, "max_delay": 4, "max_epochs": 3})]
+
+
+def _seed_cafed(T: int):
+    from algorithms.problems import Quadratic
+
+    problem = Quadratic(np.array([[1.0], [0.2]]), np.array([[1.0], [-1.0]]))    # κ = 5, optima apart
+    return [(problem, Markov(np.array([0.9, 0.2]), np.array([0.0, 0.9])), {"decay": 1.0}),
+            (problem, Markov(np.array([0.5, 0.5]), np.array([-0.3, -0.3])), {"decay": 0.75})]
+
+
+def _seed_logit(which: str, T: int):
+    problem = _split_quadratic(3)
+    rare = np.array([1.0, 0.1, 0.1])
+    if which == "theorem_1":
+        p = np.tile(rare, (T, 1))
+        p[::2, 0] = 0.1
+        return [(problem, Bernoulli(p, 3), {"surrogate": "zero"})]
+    return [(problem, Bernoulli(rare, 3), {"surrogate": "zero"}), (problem, Bernoulli(rare, 3), {"surrogate": "last"})]
+
+
+#: theorem name → T → seed cases.
+SEED_CASES = {
+    **{f"momentum.{w}": (lambda w: lambda T: _seed_momentum(w, T))(w)
+       for w in ("theorem_4_1", "theorem_4_6", "theorem_5_1", "corollary_g1")},
+    **{f"cafed.{w}": _seed_cafed for w in ("theorem_1", "theorem_2", "theorem_3")},
+    **{f"logit.{w}": (lambda w: lambda T: _seed_logit(w, T))(w) for w in ("theorem_1", "theorem_2")},
+}
+
+
+@st.composite
+def cases(draw, theorem: str, n_clients, rounds):
+    """One case for ``theorem``: (problem, trace or pattern, hparams, T)."""
+    n = draw(vst._strategy(n_clients))
+    T = draw(vst._strategy(rounds))
+    problem, source, hparams = SPACES[theorem](draw, n, T)
+    return problem, source, hparams, T
+
+
+def seed_cases(theorem: str, rounds) -> list[tuple]:
+    T = rounds if isinstance(rounds, int) else 40
+    return [(problem, source, hp, T) for problem, source, hp in SEED_CASES[theorem](T)]

@@ -1,0 +1,184 @@
+"""The contract of a checkable theorem.
+
+A theorem is checked against runs through one object, :class:`Theorem`, that states beside its
+right-hand side (a ``bounds`` function returning a :class:`bounds.core.Bound`):
+
+* ``lhs``: the measured quantity its left side bounds, in words and LaTeX (e.g.
+  (1/T) Σ_{t<T} ‖∇f(x_t)‖², a stage-weighted average, F(w̄_T) − F*);
+* ``expectation``: ``"noise"`` when the left side is an expectation over the stochastic
+  gradients given the participation sequence, ``"participation"`` when it is also taken over
+  the participation (the traces are then drawn afresh from the pattern, one per seed);
+* ``covers``: the algorithms it is proved for, ``reductions``: the others that are one of
+  them (why, with the paper's reference);
+* ``steps``: the step sizes it prescribes or the admissible set it allows, in words;
+* ``needs``: the constants beyond L, σ², Δ_f, F_0, each with how it is measured;
+* ``plan``: a function of a :class:`Setup` (problem, constants, trace or pattern, algorithm)
+  returning a :class:`Plan`: the algorithm at the theorem's step sizes, the traces to run,
+  the left side of one run, and the bound (evaluated after the runs when it takes a measured
+  input such as LOGIT's generator error).
+
+``verify.check`` knows theorems only through this object; so do ``fedverify check --theorem``
+and the conformance search. A user's theorem is a :class:`Theorem` too (see
+:func:`verify.theorems.user_theorem`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+__all__ = ["Theorem", "Setup", "Plan", "NotCheckable", "EXPECTATIONS"]
+
+EXPECTATIONS = ("noise", "participation")
+
+
+class NotCheckable(ValueError):
+    """Raised by :meth:`Theorem.require_checkable` for a statement that no run can test."""
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a theorem's ``plan`` is given.
+
+    ``problem`` (an ``algorithms`` problem), ``algorithm`` (the registered name asked for),
+    ``hparams`` (the user's extra hyper-parameters), ``given`` (an ``Algorithm`` whose own step
+    sizes are to be used, or None), ``constants`` (``bounds.Constants`` with N, K, T of the
+    run; ``extra`` may carry constants the user knows, e.g. ``zeta2``), ``trace`` (a fixed
+    ``Trace``) or ``pattern`` (a participation pattern; exactly one of the two), ``seeds``,
+    ``trace_seed``."""
+
+    problem: object
+    algorithm: str
+    hparams: Mapping
+    given: object | None
+    constants: object
+    trace: object | None
+    pattern: object | None
+    seeds: tuple[int, ...]
+    trace_seed: int = 0
+
+    @property
+    def n_clients(self) -> int:
+        return self.constants.n_clients
+
+    @property
+    def rounds(self) -> int:
+        return self.constants.rounds
+
+    @property
+    def local_steps(self) -> int:
+        return self.constants.local_steps
+
+    def unit_traces(self, expectation: str) -> tuple[list, str | None]:
+        """The traces the runs follow and a note: one per seed drawn from the pattern for a
+        bound over the participation; else the fixed trace (or the pattern's trace of
+        ``trace_seed``)."""
+        from participation import Trace
+
+        if self.pattern is None:
+            note = ("bound in expectation over the participation, judged on one fixed trace"
+                    if expectation == "participation" else None)
+            return [self.trace], note
+        if expectation == "participation":
+            batch = self.pattern.sample_batch(self.rounds, len(self.seeds), seed=self.trace_seed)
+            return [Trace(m) for m in batch], None
+        return [self.pattern.sample(self.rounds, seed=self.trace_seed)], (
+            f"conditional bound: judged on the trace of seed {self.trace_seed} drawn from {type(self.pattern).__name__}")
+
+
+@dataclass
+class Plan:
+    """What a theorem runs and how it judges the runs.
+
+    ``algorithm``: the ``Algorithm`` to run (at the theorem's step sizes); ``traces``: the unit
+    traces (paired with the seeds when there is one per seed); ``measure(history, problem)``:
+    the left side of one run; ``bound(histories)``: the Bound, given every run (measured inputs
+    are pooled over them); ``extras(histories)``: measured side quantities reported beside the
+    verdict (name → number); ``covered(histories)``: True/False where coverage depends on the
+    run (e.g. CA-Fed's weights stayed fixed), else None to use ``Theorem.covers``;
+    ``run_options``: keywords of ``algorithms.run`` (``observe``, ``local_schedule``);
+    ``step_sizes``: the step sizes used, for the report; ``tau``: (τ_max, τ_avg) shown, or None."""
+
+    algorithm: object
+    traces: list
+    measure: Callable
+    bound: Callable
+    step_sizes: dict
+    extras: Callable | None = None
+    covered: Callable | None = None
+    run_options: dict = field(default_factory=dict)
+    tau: tuple[float, float] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Theorem:
+    """A checkable theorem (see the module docstring). ``plan`` is None for a statement that no
+    run can test; ``reason`` then says why (e.g. a proof step)."""
+
+    name: str
+    bound: Callable
+    lhs: str
+    lhs_latex: str
+    expectation: str
+    covers: tuple[str, ...] | None
+    steps: str
+    plan: Callable | None
+    needs: Mapping[str, str] = field(default_factory=dict)
+    reductions: Mapping[str, str] = field(default_factory=dict)
+    assumptions: str = ""
+    reason: str = ""
+    #: True for a bound written in the trace's delays τ_max, τ_avg (or their expectations) and
+    #: η_g, η_l: ``check`` then runs it on its delay path (FedSUM's theorems, most users' bounds),
+    #: which prescribes FedSUM Thm 4.1's step sizes unless the bound prescribes its own.
+    delay_bound: bool = False
+    #: Keywords of ``check(hparams=...)`` that the theorem's plan reads and the algorithm does not
+    #: take (e.g. momentum's ``stages``, CA-Fed's ``decay``).
+    options: tuple[str, ...] = ()
+    #: The left side of one run, ``measure(history, problem) -> float`` (delay bounds only; a
+    #: plan carries its own): (1/T) Σ_t ‖∇f(x_t)‖² by default.
+    measure: Callable | None = None
+
+    def __post_init__(self):
+        if self.expectation not in EXPECTATIONS:
+            raise ValueError(f"expectation must be one of {EXPECTATIONS}, got {self.expectation!r}")
+        if self.covers is not None:
+            if isinstance(self.covers, str) or not all(isinstance(c, str) for c in self.covers):
+                raise ValueError(f"covers must be a sequence of algorithm names, got {self.covers!r}")
+            object.__setattr__(self, "covers", tuple(self.covers))
+
+    @property
+    def checkable(self) -> bool:
+        return self.plan is not None or self.delay_bound
+
+    def require_checkable(self) -> None:
+        if not self.checkable:
+            raise NotCheckable(f"{self.name} cannot be checked by running: {self.reason}")
+
+    def covered(self, algorithm: str) -> bool | None:
+        """Whether the theorem is proved for ``algorithm`` (None: the theorem does not say)."""
+        if self.covers is None:
+            return None
+        return algorithm in self.covers or algorithm in self.reductions
+
+    def describe(self) -> str:
+        """A few lines: what it bounds, for whom, at which step sizes, with which constants."""
+        lines = [f"{self.name}: {self.lhs} (expectation over the "
+                 + ("stochastic gradients, given the trace)" if self.expectation == "noise"
+                    else "stochastic gradients and the participation)"),
+                 f"  covers: {', '.join(self.covers or ()) or 'not declared'}"
+                 + "".join(f"; {a}: {why}" for a, why in self.reductions.items()),
+                 f"  step sizes: {self.steps}"]
+        if self.needs:
+            lines.append("  constants: " + "; ".join(f"{k}: {v}" for k, v in self.needs.items()))
+        if self.assumptions:
+            lines.append(f"  runs on: {self.assumptions}")
+        if not self.checkable:
+            lines.append(f"  not checkable by running: {self.reason}")
+        return "\n".join(lines)
+
+    def _repr_markdown_(self) -> str:
+        text = (f"**{self.name}** bounds $${self.lhs_latex}$$ (expectation over "
+                + ("the noise, given the trace" if self.expectation == "noise" else "noise and participation") + ")\n\n"
+                f"- covers: {', '.join(self.covers or ()) or 'not declared'}\n- step sizes: {self.steps}\n")
+        text += "".join(f"- {k}: {v}\n" for k, v in self.needs.items())
+        return text
