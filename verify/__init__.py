@@ -5,7 +5,8 @@
 ``conformance(algorithm_factory, bound)`` (a hypothesis search for a counterexample) and
 ``verify.strategies`` (public hypothesis strategies). Every theorem of the four papers is a
 ``verify.theorems.Theorem`` (what it measures, for whom, at which step sizes, with which
-constants); ``user_theorem`` makes one of the user's own.
+constants); ``user_theorem`` makes one of the user's own. ``RunRecorder`` writes a run made
+anywhere as a run record, ``load_record`` reads one, ``check_run(records, theorem)`` judges it.
 
 Each public name means one thing: ``verify.check`` and ``verify.conformance`` are the
 functions (defined in ``verify.checking`` and ``verify.counterexamples``, modules of other
@@ -20,6 +21,7 @@ _HOMES = {
     "estimate_constants": "constants", "EstimatedConstants": "constants",
     "conformance": "counterexamples", "ConformanceResult": "counterexamples",
     "Theorem": "theorems", "user_theorem": "theorems",
+    "check_run": "recorded", "RunRecorder": "records", "load_record": "records",
 }
 
 __all__ = sorted(_HOMES) + ["strategies"]

@@ -242,7 +242,7 @@ def _steps_of(bound: Bound) -> dict | None:
 
 def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seeds=5, *, rounds=None,
           confidence: float = 0.95, traces=None, step_sizes: str | None = None, local_steps: int = 1,
-          constants=None, hparams: dict | None = None, trace_seed: int = 0, device=None) -> CheckResult:
+          constants=None, hparams: dict | None = None, trace_seed: int = 0, device=None, on_run=None) -> CheckResult:
     """Run ``algorithm`` on ``problem`` and compare (1/T) Σ_{t<T} ‖∇f(x_t)‖² with ``bound``.
 
     ``algorithm``: a name (built with ``algorithms.get`` at the step sizes, ``local_steps``
@@ -256,7 +256,9 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
     runs every seed and the unit is the trace's mean). ``step_sizes``: "theorem" (the
     bound's prescribed η_g, η_l, or Theorem 4.1's for a lemma; default for a name or a
     factory) or "given" (an Algorithm's own). ``constants``: ``EstimatedConstants`` or
-    ``bounds.Constants`` (default ``estimate_constants(problem)``).
+    ``bounds.Constants`` (default ``estimate_constants(problem)``). ``on_run(history, trace,
+    algorithm, seed)`` is called after every run (``fedverify check --record`` writes each run's
+    record with it).
     """
     theorem = resolve_theorem(bound)
     theorem.require_checkable()
@@ -287,7 +289,8 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
         given = algorithm if isinstance(algorithm, Algorithm) and step_sizes == "given" else None
         setup = Setup(problem=problem, algorithm=builder.name, hparams={**builder.hparams, **options}, given=given, constants=consts,
                       trace=trace, pattern=pattern, seeds=seeds, trace_seed=trace_seed)
-        return run_plan(theorem, setup, confidence=confidence, device=device, const_info=const_info, notes=notes)
+        return run_plan(theorem, setup, confidence=confidence, device=device, const_info=const_info, notes=notes,
+                        on_run=on_run)
     spec = resolve_bound(theorem)
     measure = theorem.measure or (lambda history, problem: history.mean_grad_norm2)
     fedsum_name = builder.name if builder.name in fedsum.ALGORITHMS else None
@@ -377,6 +380,8 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
         per = []
         for s in run_seeds:
             h = algorithms.run(alg, problem, tr, seed=s, device=device)
+            if on_run is not None:
+                on_run(h, tr, alg, s)
             first_run = h if first_run is None else first_run
             if h.stopped is not None:
                 stopped.append(f"seed {s}" + (f", trace {j}" if expectation else "") + f": {h.stopped}")

@@ -164,7 +164,30 @@ def _add_check(commands):
     check.add_argument("--output", "-o", type=_path, default="fedverify-check",
                        help="output folder, created (default fedverify-check)")
     check.add_argument("--plugin", action="append", type=_path, default=[], metavar="MODULE|FILE.py", help=PLUGIN_HELP)
+    check.add_argument("--record", type=_path, default=None, metavar="DIR",
+                       help="also write every run as a run record (ALGORITHM_PATTERN_t<trace>_s<seed>.jsonl) into DIR, "
+                            "the format `fedverify check-run` reads")
     check.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal anyway)")
+
+
+def _add_check_run(commands):
+    run = commands.add_parser(
+        "check-run", help="judge run records made anywhere (a training loop, Flower) against a theorem",
+        description="Judge RECORD files (fedverify run records, JSON Lines; see verify.records) against THEOREM: "
+                    "the participation S_t is each record's replied sets, the left side its recorded numbers "
+                    "((1/T) Σ‖∇f(x_t)‖² for FedSUM's theorems). Several records of one setting are several seeds; "
+                    "one record is one sample and gives no confidence interval. Constants come from the records' "
+                    "header, --constants FILE (JSON: L, sigma2, delta_f, F0) or --L/--sigma2/--delta-f/--F0.")
+    run.add_argument("records", nargs="+", type=_path, metavar="RECORD", help="run record files (.jsonl)")
+    run.add_argument("--theorem", default="fedsum.theorem_4_1",
+                     help="a FedSUM theorem or lemma, or a registered delay bound (default fedsum.theorem_4_1)")
+    run.add_argument("--constants", type=_path, default=None, metavar="FILE", help="a JSON file with L, sigma2, delta_f, F0")
+    for flag, meaning in (("--L", "smoothness L"), ("--sigma2", "gradient noise σ²"), ("--delta-f", "f(x_0) − f*"),
+                          ("--F0", "F_0 (FedSUM Thm 4.1)")):
+        run.add_argument(flag, type=float, default=None, help=f"{meaning}, overriding the records' header")
+    run.add_argument("--confidence", type=float, default=0.95, help="one-sided confidence of the verdict (default 0.95)")
+    run.add_argument("--plugin", action="append", type=_path, default=[], metavar="MODULE|FILE.py", help=PLUGIN_HELP)
+    run.add_argument("--json", type=_path, default=None, metavar="FILE", help="also write the result as JSON to FILE")
 
 
 def _add_bound(commands):
@@ -250,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--plot", metavar="FILE", type=_path, help="histograms of τ_max and τ_avg with the estimates to FILE (.png, .pdf, .svg)")
     mc.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal anyway)")
 
+    _add_check_run(commands)
     _add_bound(commands)
     _add_sweep(commands)
 
@@ -298,7 +322,7 @@ def main(argv=None) -> int:
         if args.command is None:
             args = parser.parse_args(["check"])
         args.parser = parser                  # bound --latex re-parses its example with it
-        output = import_module(f".commands.{args.command}", __package__).run(args)
+        output = import_module(f".commands.{args.command.replace('-', '_')}", __package__).run(args)
     except (UsageError, ValueError, OSError) as err:
         _say(f"fedverify: error: {_cut(one_line(err))}", sys.stderr)
         return 2

@@ -269,10 +269,17 @@ def problem_constants(problem) -> EstimatedConstants:
     return EstimatedConstants(**quantities, n_clients=problem.n_clients)
 
 
-def estimate_constants(problem, *, use_exact: bool = True, points=None, run_steps: int | None = None,
+def estimate_constants(problem=None, *, use_exact: bool = True, points=None, run_steps: int | None = None,
                        power_iters: int = 200, variance_samples: int = 64, seed: int = 0,
-                       fstar_tol: float = 1e-12, fstar_maxiter: int | None = None, hvp: str = "auto") -> EstimatedConstants:
+                       fstar_tol: float = 1e-12, fstar_maxiter: int | None = None, hvp: str = "auto",
+                       loss=None, grad=None, stochastic_grad=None, n_clients: int | None = None, x0=None,
+                       convex: bool = False) -> EstimatedConstants:
     """L, σ², f*, Δ_f, F_0 of ``problem`` at its start x⁰, each labelled exact or estimated.
+
+    A model trained elsewhere comes as per-client callables instead of ``problem``: ``loss(i, x)``
+    (and optionally ``grad(i, x)``, ``stochastic_grad(i, x, generator)``) with ``n_clients``,
+    the start ``x0`` and ``convex``, wrapped in ``algorithms.problems.FunctionProblem``; every
+    constant is then an estimate (F_0 is computed exactly at x⁰).
 
     ``use_exact``: take the constants ``problem.constants()`` marks exact (False estimates
     everything, e.g. to test the estimators). ``points``: (P, d) points at which L and σ² are
@@ -283,6 +290,14 @@ def estimate_constants(problem, *, use_exact: bool = True, points=None, run_step
     their randomness; ``hvp``: how Hessian–vector products are formed (see
     :func:`hvp_method`). Everything runs in float64.
     """
+    if (problem is None) == (loss is None):
+        raise ValueError("give either a problem or a user's per-client loss (loss=, n_clients=, x0=)")
+    if problem is None:
+        from algorithms.problems import FunctionProblem
+
+        if n_clients is None or x0 is None:
+            raise ValueError("a per-client loss needs n_clients= and x0=")
+        problem = FunctionProblem(n_clients, x0, loss, grad, stochastic_grad, convex=convex)
     convex = bool(getattr(problem, "convex", False))
     run_steps = (10 if convex else 2) if run_steps is None else _count(run_steps, "run_steps", 0)
     fstar_maxiter = (10_000 if convex else 100) if fstar_maxiter is None else _count(fstar_maxiter, "fstar_maxiter", 1)

@@ -1097,16 +1097,21 @@ class _Claims:
             except BaseException:
                 os.close(fd)
                 raise
+            self.held[key] = fd   # from here an interrupt's release_all removes the file
             try:
-                on_disk, ours = os.stat(path), os.fstat(fd)
-                current = (on_disk.st_dev, on_disk.st_ino) == (ours.st_dev, ours.st_ino)
-            except FileNotFoundError:
-                current = False
-            if current:
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, self.note, 0)
-                self.held[key] = fd
-                return True
+                try:
+                    on_disk, ours = os.stat(path), os.fstat(fd)
+                    current = (on_disk.st_dev, on_disk.st_ino) == (ours.st_dev, ours.st_ino)
+                except FileNotFoundError:
+                    current = False
+                if current:
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, self.note, 0)
+                    return True
+            except BaseException:
+                self.release(key)
+                raise
+            del self.held[key]
             os.close(fd)          # its holder removed it after we opened it: take the new one
 
     def release(self, key: str) -> None:

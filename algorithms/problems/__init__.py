@@ -1,7 +1,7 @@
 """Federated problems with known (or labelled estimated) constants."""
 from .base import FederatedProblem, ProblemConstants
 
-_LAZY = {"Quadratic": ".quadratic", "Logistic": ".logistic", "Classifier": ".classifier"}
+_LAZY = {"Quadratic": ".quadratic", "Logistic": ".logistic", "Classifier": ".classifier", "FunctionProblem": ".functions"}
 
 __all__ = ["FederatedProblem", "ProblemConstants", *_LAZY]
 

@@ -172,6 +172,29 @@ def run(args) -> str:
     problem = build_problem(args.problem, n_clients)
     consts = problem_constants(problem) if args.constants == "problem" else estimate_constants(problem)
     _announce_check(tables, problem, args, device, hparams)
+    if args.record is not None:
+        writable_folder(args.record, "--record", ())
+    pc = problem.constants() if args.record is not None else None
+
+    def recorder(algorithm_label, pattern_label):
+        if args.record is None:
+            return None
+        from ..records import record_from_history
+
+        constants = {"L": pc.L, "sigma2": pc.sigma2, "delta_f": pc.delta_f, "F0": pc.F0,
+                     "source": f"fedverify problem {args.problem}: " + ("exact" if {"L", "sigma2", "delta_f", "F0"}
+                                                                         <= set(pc.exact) else "the problem's own")}
+        count = {}
+
+        def write(history, trace, algorithm, seed):
+            j = count.setdefault(seed, 0)
+            count[seed] += 1
+            name = f"{algorithm_label}_{pattern_label}_t{j}_s{seed}.jsonl".replace("/", "-")
+            steps = {k: v for k, v in algorithm.hparams.items() if k.startswith("eta") and isinstance(v, (int, float))}
+            record_from_history(Path(args.record) / name, history, trace, algorithm=algorithm.name,
+                                local_steps=algorithm.local_steps, step_sizes=steps, seed=int(seed),
+                                constants=constants, problem=args.problem)
+        return write
     rows, notes, sections, footnotes = [], {}, [], []
     total = sum(len(n) * len(p) for _, n, p in tables) * args.seeds
     bar = tqdm(total=total, unit="run", desc="fedverify check", disable=not show_progress(args), file=sys.stderr)
@@ -185,7 +208,7 @@ def run(args) -> str:
                     try:
                         result = check(name, problem, source, theorem, seeds=args.seeds, rounds=rounds,
                                        local_steps=args.local_steps, constants=consts, confidence=args.confidence,
-                                       device=device, hparams=hparams)
+                                       device=device, hparams=hparams, on_run=recorder(name, label))
                     except ValueError as err:
                         raise UsageError(f"{theorem.name}, {name} on {label}: {err}") from None
                     bar.update(args.seeds)
@@ -213,4 +236,6 @@ def run(args) -> str:
                "footnotes": footnotes + extra, "rows": [json_row(r) for r in rows]}
     files = [write_json(output / "check.json", summary), write_csv(output / "check.csv", rows, CSV_FIELDS),
              plot_check(rows, output / "check.png", header)]
+    if args.record is not None:
+        files.append(f"run records in {Path(args.record)}")
     return "\n".join([header, "\n\n".join(sections), *extra, "wrote " + ", ".join(map(str, files))])

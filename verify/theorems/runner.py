@@ -16,7 +16,7 @@ __all__ = ["run_plan"]
 
 
 def run_plan(theorem: Theorem, setup: Setup, *, confidence: float, device=None, const_info: dict | None = None,
-             notes: list[str] | None = None) -> CheckResult:
+             notes: list[str] | None = None, on_run=None) -> CheckResult:
     """Check ``theorem`` on ``setup``: build its plan, run every (trace, seed), measure, judge."""
     theorem.require_checkable()
     plan = theorem.plan(setup)
@@ -26,6 +26,8 @@ def run_plan(theorem: Theorem, setup: Setup, *, confidence: float, device=None, 
     for j, trace in enumerate(plan.traces):
         for seed in ([setup.seeds[j]] if paired else setup.seeds):
             history = algorithms.run(plan.algorithm, setup.problem, trace, seed=seed, device=device, **plan.run_options)
+            if on_run is not None:
+                on_run(history, trace, plan.algorithm, seed)
             first = history if first is None else first
             used.append(seed)
             if history.stopped is not None:

@@ -1,0 +1,45 @@
+"""``fedverify check-run``: judge run records made anywhere against a theorem (``verify.check_run``)."""
+from __future__ import annotations
+
+import json
+import math
+
+from ..usage import UsageError
+from . import load_plugins
+
+
+def _constants(args) -> dict | None:
+    given = {}
+    if args.constants is not None:
+        try:
+            given = json.loads(open(args.constants, encoding="utf-8").read())
+        except OSError as err:
+            raise UsageError(f"--constants {args.constants}: {err.strerror or err}") from None
+        except json.JSONDecodeError as err:
+            raise UsageError(f"--constants {args.constants}: not JSON ({err.msg}, line {err.lineno})") from None
+        if not isinstance(given, dict):
+            raise UsageError(f"--constants {args.constants}: expected a JSON object with L, sigma2, delta_f, F0")
+    for key, value in (("L", args.L), ("sigma2", args.sigma2), ("delta_f", args.delta_f), ("F0", args.F0)):
+        if value is not None:
+            if not math.isfinite(value) or value < 0:
+                raise UsageError(f"--{key.replace('_', '-')} must be a finite number ≥ 0, got {value}")
+            given[key] = value
+    return given or None
+
+
+def run(args) -> str:
+    if not 0.5 <= args.confidence < 1:
+        raise UsageError(f"--confidence must lie in [0.5, 1), got {args.confidence}")
+    load_plugins(args.plugin)
+    from ..recorded import check_run
+    from ..report import write_json
+
+    result = check_run([str(p) for p in args.records], args.theorem, constants=_constants(args),
+                       confidence=args.confidence)
+    lines = [f"{result.bound_name} on {len(args.records)} record(s): N={result.n_clients}, T={result.rounds}, "
+             f"K={result.local_steps}, algorithm {result.algorithm}", str(result)]
+    lines += [f"  {c}" for c in result.conditions if not c.holds]
+    lines += [f"note: {n}" for n in result.notes]
+    if args.json is not None:
+        lines.append(f"wrote {write_json(args.json, result.to_dict())}")
+    return "\n".join(lines)

@@ -1,0 +1,190 @@
+"""Judge recorded runs (``verify.records``) against a theorem: ``check_run`` (``verify.check_run``;
+the module has another name so that ``verify.check_run`` is always the function).
+
+The participation S_t is the record's ``replied`` sets; τ_max and τ_avg come from them (FedSUM
+§2.2). The left side is the theorem's measure of the recorded numbers — (1/T) Σ_{t<T}
+‖∇f(x_t)‖² for FedSUM's bounds and most users' — one value per record. Several records of the
+same setting (algorithm, N, K, T, step sizes) are several seeds: one-sided Student-t limits of
+their mean against the bound, exactly as ``check`` judges its own runs. One record is one sample:
+it gives no confidence interval, so its verdict is "inconclusive" unless the run was noise-free
+(σ² = 0, then the record is its own expectation).
+
+A bound conditional on {S_t} (FedSUM Thm 4.1, Lemmas C.6–E.6) needs every record to follow the
+same trace; a bound in full expectation (Cor 4.1) takes E[τ_max], E[τ_avg] as the records' mean
+(a Monte-Carlo estimate over the records' traces, said in the notes). Theorems with a plan of
+their own (Server momentum, CA-Fed, LOGIT) choose their step sizes and measure quantities along
+fedverify's own runs, so they check runs of the engine (``check``); a record is refused for them
+with a one-line reason.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from pathlib import Path
+
+import numpy as np
+
+from algorithms import History
+from bounds.core import Constants
+from participation.delays import delay_metrics
+
+from .checking import _conditions_at, _evaluate, resolve_bound, resolve_theorem
+from .records import RunRecord, load_record
+from .verdicts import CheckResult, confidence_limits, rounding_tolerance, verdict
+
+__all__ = ["check_run", "history_of"]
+
+#: Constants a record must give (in its header or through ``constants=``).
+NEEDED = ("L", "sigma2", "delta_f")
+
+
+def history_of(record: RunRecord) -> History:
+    """The record as an ``algorithms.History`` (rounds 0..T−1, every round recorded), so that a
+    theorem's measure reads it as it reads an engine run."""
+    T = record.n_rounds
+    grad2 = record.metrics.get("grad_norm2", np.full(T, np.nan))
+    loss = record.metrics.get("loss", np.full(T, np.nan))
+    acc = record.metrics.get("accuracy")
+    return History(algorithm=str(record.header.get("algorithm", "unknown")), hparams={}, seed=record.header.get("seed", 0),
+                   rounds=np.arange(T), grad_norm2=np.asarray(grad2, dtype=float), loss=np.asarray(loss, dtype=float),
+                   accuracy=acc, uplink=np.zeros(T), downlink=np.zeros(T), final_params=np.zeros(0), stopped=None,
+                   n_rounds=T, meta={"record": str(record.path)})
+
+
+def _records(records) -> list[RunRecord]:
+    if isinstance(records, (str, Path, RunRecord)):
+        records = [records]
+    out = [r if isinstance(r, RunRecord) else load_record(r) for r in records]
+    if not out:
+        raise ValueError("check_run needs at least one record")
+    return out
+
+
+def _same_setting(records: list[RunRecord]) -> None:
+    first = records[0]
+    for r in records[1:]:
+        for key in ("n_clients", "algorithm", "local_steps", "step_sizes"):
+            if r.header.get(key) != first.header.get(key):
+                raise ValueError(f"{Path(r.path).name if r.path else 'a record'}: {key} is {r.header.get(key)!r}, "
+                                 f"not {first.header.get(key)!r} as in the first record; records judged together "
+                                 "must share one setting")
+        if r.n_rounds != first.n_rounds:
+            raise ValueError(f"the records have {first.n_rounds} and {r.n_rounds} rounds; records judged together "
+                             "must have the same T")
+
+
+def _constants(record: RunRecord, constants) -> tuple[Constants, dict]:
+    given = dict(record.header.get("constants") or {})
+    if constants is not None:
+        if isinstance(constants, Constants):
+            given.update({k: getattr(constants, k) for k in ("L", "sigma2", "delta_f", "F0")})
+        elif hasattr(constants, "to_dict"):              # verify.EstimatedConstants
+            given.update({k: q["value"] for k, q in constants.to_dict().items()})
+        elif isinstance(constants, dict):
+            given.update(constants)
+        else:
+            raise ValueError(f"constants must be a dict, bounds.Constants or verify.EstimatedConstants, got "
+                             f"{type(constants).__name__}")
+    missing = [k for k in NEEDED if given.get(k) is None]
+    if missing:
+        raise ValueError(f"the record gives no {', '.join(missing)}: pass constants= (or write them in its header)")
+    for k in (*NEEDED, "F0"):
+        if k in given and (not isinstance(given[k], numbers.Real) or isinstance(given[k], bool)
+                           or not math.isfinite(given[k]) or given[k] < 0):
+            raise ValueError(f"constant {k} must be a finite number ≥ 0, got {given[k]!r}")
+    K = record.header.get("local_steps")
+    if K is None:
+        raise ValueError("the record gives no local_steps (K): write it in its header")
+    consts = Constants(L=float(given["L"]), sigma2=float(given["sigma2"]), delta_f=float(given["delta_f"]),
+                       F0=float(given.get("F0", 0.0)), n_clients=record.n_clients, local_steps=int(K),
+                       rounds=record.n_rounds)
+    info = {k: {"value": given[k], "exact": None} for k in ("L", "sigma2", "delta_f", "F0") if k in given}
+    if given.get("source"):
+        info["source"] = given["source"]
+    return consts, info
+
+
+def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confidence: float = 0.95) -> CheckResult:
+    """Judge one or more run records (paths or ``RunRecord``) against ``theorem`` (a name, a
+    Theorem or a callable delay bound; see the module docstring). ``constants``: a dict (``L``,
+    ``sigma2``, ``delta_f``, ``F0``), ``bounds.Constants`` or ``verify.EstimatedConstants``,
+    overriding the header's."""
+    theorem = resolve_theorem(theorem)
+    if theorem.plan is not None:
+        raise ValueError(f"{theorem.name} chooses its own step sizes and measures along fedverify's runs: check it with "
+                         "verify.check; a record is judged against FedSUM's theorems and delay bounds")
+    theorem.require_checkable()
+    if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0.5 <= confidence < 1:
+        raise ValueError(f"confidence must lie in [0.5, 1), got {confidence!r}")
+    records = _records(records)
+    _same_setting(records)
+    first = records[0]
+    consts, const_info = _constants(first, constants)
+    spec = resolve_bound(theorem)
+    steps = dict(first.header.get("step_sizes") or {})
+    algorithm = first.header.get("algorithm") or "unknown"
+    notes = []
+    metrics = [delay_metrics(r.trace) for r in records]
+    if spec.expectation:
+        e_max = float(np.mean([m.tau_max for m in metrics]))
+        e_avg = float(np.mean([m.tau_avg for m in metrics]))
+        notes.append(f"E[τ_max], E[τ_avg]: the mean over the {len(records)} records' traces")
+        bound = _evaluate(spec, constants=consts, expected_tau_max=e_max, expected_tau_avg=e_avg,
+                          algorithm=algorithm if algorithm in ("fedsum-b", "fedsum", "fedsum-cr") else None)
+        tau = (e_max, e_avg)
+    else:
+        if any(not np.array_equal(r.mask, first.mask) for r in records[1:]):
+            raise ValueError(f"{theorem.name} is conditional on the participation: the records follow different traces "
+                             "(judge them one trace at a time, or use a bound in full expectation such as corollary_4_1)")
+        m = metrics[0]
+        tau = (float(m.tau_max), float(m.tau_avg))
+        bound = _evaluate(spec, constants=consts, tau_max=m.tau_max, tau_avg=m.tau_avg, eta_g=steps.get("eta_g"),
+                          eta_l=steps.get("eta_l"),
+                          algorithm=algorithm if algorithm in ("fedsum-b", "fedsum", "fedsum-cr") else None)
+    conditions = list(bound.conditions)
+    if {"eta_g", "eta_l"} <= set(steps) and not spec.needs_steps:
+        lemma = [c for m in metrics[:1] for c in _conditions_at(algorithm, consts, steps, m.tau_max, m.tau_avg)]
+        if lemma:
+            conditions = lemma
+        own = bound.step_sizes or {}
+        if "eta_g" in own and "eta_l" in own and not all(
+                math.isclose(float(own[k]), float(steps[k]), rel_tol=1e-9) for k in ("eta_g", "eta_l")):
+            notes.append(f"the recorded step sizes differ from those {theorem.name} prescribes "
+                         f"(η_g={own['eta_g']:.4g}, η_l={own['eta_l']:.4g}); its value assumes those")
+    elif not steps:
+        notes.append("the record gives no step sizes: the hypotheses on them are not checked")
+    histories = [history_of(r) for r in records]
+    values = []
+    for r, h in zip(records, histories):
+        value = float(theorem.measure(h, None))
+        if not math.isfinite(value):
+            name = Path(r.path).name if r.path else "a record"
+            missing = np.flatnonzero(~np.isfinite(r.metrics.get("grad_norm2", np.full(r.n_rounds, np.nan))))
+            where = f" (grad_norm2 is missing at round {int(missing[0])})" if missing.size else ""
+            raise ValueError(f"{name}: {theorem.lhs} is undefined for this record{where}; "
+                             "the left side needs every round's value")
+        values.append(value)
+    stopped: list[str] = []
+    noise_free = consts.sigma2 == 0 and not spec.expectation
+    mean, lower, upper = confidence_limits(values, confidence, exact=noise_free and len(values) == 1)
+    atol = rounding_tolerance(consts)
+    outcome = verdict(lower, upper, float(bound.value), atol)
+    if len(values) == 1 and not noise_free:
+        notes.append("one record is one sample: it estimates the expectation the theorem bounds but gives no "
+                     "confidence interval, so the verdict is inconclusive unless the measured value is far from the "
+                     "bound in a way no noise explains; record the same setting with other seeds and judge them together")
+    if not all(c.holds for c in conditions):
+        notes.append("a hypothesis of the bound fails at the recorded step sizes: the verdict does not test the theorem")
+    covered = theorem.covered(algorithm)
+    if covered is False:
+        notes.append(f"{theorem.name} is proved for {', '.join(theorem.covers)}, not {algorithm}: "
+                     "the verdict compares numbers for reference and tests no theorem")
+    return CheckResult(
+        verdict=outcome, measured=mean, lower=lower, upper=upper, confidence=float(confidence), values=tuple(values),
+        seeds=tuple(int(r.header.get("seed", i)) for i, r in enumerate(records)), bound=bound, bound_name=theorem.name,
+        algorithm=algorithm, hparams={}, step_sizes={k: float(v) for k, v in steps.items()},
+        conditions=tuple(conditions), tau_max=tau[0], tau_avg=tau[1], n_clients=first.n_clients,
+        rounds=first.n_rounds, local_steps=consts.local_steps, expectation=spec.expectation, constants=const_info,
+        stopped=tuple(stopped), notes=tuple(notes), atol=atol,
+        per_trace_tau=tuple((int(m.tau_max), float(m.tau_avg)) for m in metrics), first_run=histories[0],
+        covered=covered, lhs=theorem.lhs)
