@@ -607,7 +607,7 @@ def backend_config(cpus: int | None = None, client_cpus: float = 1.0) -> dict:
 
 
 @contextlib.contextmanager
-def _quiet(quiet: bool):
+def quiet_engine(quiet: bool = True):
     """Flower's and Ray's loggers at ERROR and warnings off (when ``quiet``); ``PYTHONPATH`` as it was."""
     pythonpath = os.environ.get("PYTHONPATH")
     with warnings.catch_warnings():
@@ -648,7 +648,7 @@ def simulate(server_app, client_app, num_supernodes: int, *, cpus: int | None = 
     for name, value in (("FLWR_TELEMETRY_ENABLED", "0"), ("RAY_USAGE_STATS_ENABLED", "0")):
         os.environ.setdefault(name, value)
     settings = config if config is not None else backend_config(cpus, client_cpus)
-    with _quiet(quiet):
+    with quiet_engine(quiet):
         from flwr.simulation import run_simulation
 
         start = time.perf_counter()

@@ -41,12 +41,10 @@ already says otherwise; Flower's and Ray's logging is silenced for the run.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import pickle
 import time
-import warnings
 from dataclasses import dataclass
 
 for _name, _value in (("FLWR_TELEMETRY_ENABLED", "0"), ("RAY_USAGE_STATS_ENABLED", "0")):
@@ -206,28 +204,6 @@ def _server_app(mask: np.ndarray, initial: torch.Tensor, out: dict) -> ServerApp
     return app
 
 
-@contextlib.contextmanager
-def _quiet():
-    """For the duration: Flower's and Ray's loggers at ERROR and Python warnings ignored;
-    afterwards ``PYTHONPATH``, which Flower's Ray backend rewrites, as it was."""
-    loggers = [logging.getLogger(name) for name in ("flwr", "ray")]
-    levels = [logger.level for logger in loggers]
-    pythonpath = os.environ.get("PYTHONPATH")
-    try:
-        for logger in loggers:
-            logger.setLevel(logging.ERROR)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for logger, level in zip(loggers, levels):
-            logger.setLevel(level)
-        if pythonpath is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = pythonpath
-
-
 @dataclass(frozen=True)
 class FlowerRun:
     """``params``: x_T in the engine's layout (float64); ``round_seconds``: wall time of all
@@ -266,7 +242,9 @@ def run_flower(factory, trace, eta_l: float, local_steps: int, seed: int = 0, cp
                "init_args": {"num_cpus": int(cpus), "num_gpus": 0, "include_dashboard": False,
                              "logging_level": logging.ERROR, "log_to_driver": False}}
     out: dict = {}
-    with _quiet():
+    from .flower import quiet_engine
+
+    with quiet_engine():
         start = time.perf_counter()
         run_simulation(_server_app(mask, initial, out), _client_app(factory, int(seed), float(eta_l), local_steps),
                        num_supernodes=problem.n_clients, backend_config=backend)
