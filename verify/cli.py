@@ -264,7 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
     mc = commands.add_parser("mc", help="E[τ_max] and E[τ_avg] per preset: exact, Monte-Carlo with confidence intervals, paper bound")
     mc.add_argument("presets", nargs="+", metavar="PRESET", help="preset names (see delays --list)")
     mc.add_argument("--rounds", "-T", type=_positive(int), default=2000, help="rounds T of each trace (default 2000)")
-    mc.add_argument("--reps", type=_positive(int), default=1000, help="independent traces (replicates) per preset (default 1000)")
+    mc.add_argument("--reps", type=_positive(int), default=None,
+                    help="independent traces (replicates) per preset (default 1000, or as many as --stderr needs)")
+    mc.add_argument("--stderr", type=float, default=None, metavar="SE",
+                    help="instead of --reps: replicates until both standard errors are ≤ SE (checked after 64, 128, "
+                         "256, … replicates, so the answer does not depend on --workers); at most --max-reps")
+    mc.add_argument("--max-reps", type=_positive(int), default=1 << 20, help="the most replicates --stderr may use "
+                                                                            "(default 1048576)")
     mc.add_argument("--seed", type=_seed, default=0,
                     help="seed of the replicates (default 0); the same seed gives the same numbers for any --workers")
     mc.add_argument("--workers", type=_positive(int), default=1, help="processes for the replicates (default 1)")

@@ -75,11 +75,24 @@ def _run_chunk(args):
     return _chunk_delays(*args)
 
 
-def monte_carlo(pattern: Pattern, rounds: int, reps: int, seed=None, *, executor: Executor | None = None,
+#: With a target precision, the replicate counts at which the standard errors are looked at:
+#: FIRST_CHECK, 2·FIRST_CHECK, 4·FIRST_CHECK, … (fixed, so the stopping point, and hence the
+#: result, does not depend on the chunk size or the workers).
+FIRST_CHECK = 64
+
+
+def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=None, *, stderr: float | None = None,
+                max_reps: int = 1 << 20, executor: Executor | None = None,
                 chunk_size: int | None = None, device=None, confidence: float = 0.95,
                 quantiles=(0.05, 0.5, 0.95), keep_samples: bool = False, progress: bool | None = None,
-                method: str = "auto") -> MonteCarloResult:
+                method: str = "auto", _first: int = 0) -> MonteCarloResult:
     """Estimate E[τ_max] and E[τ_avg] over ``reps`` independent traces of ``rounds`` rounds.
+
+    ``stderr`` (instead of ``reps``): run until the standard errors of both estimates are at
+    most this, looking at them after 64, 128, 256, … replicates (at most ``max_reps``; reaching it
+    first is a ValueError that names the precision reached). The checkpoints are fixed, so the
+    same seed gives the same replicates and the same answer whatever the chunking or the number
+    of workers; the progress bar shows the current estimates and their standard errors.
 
     ``executor`` (any ``concurrent.futures.Executor``) runs chunks of replicates in
     parallel; ``device`` (a torch device, e.g. ``"cuda"``) computes the delays with torch.
@@ -98,6 +111,16 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int, seed=None, *, executor
     machine's memory) is refused with a one-line ValueError.
     """
     rounds = check_count(rounds, "rounds")
+    if stderr is not None:
+        if reps is not None:
+            raise ValueError("give reps or stderr, not both")
+        if isinstance(stderr, bool) or not isinstance(stderr, (int, float)) or not 0 < stderr < float("inf"):
+            raise ValueError(f"stderr must be a positive number, got {stderr!r}")
+        return _to_precision(pattern, rounds, float(stderr), check_count(max_reps, "max_reps"), seed,
+                             executor=executor, chunk_size=chunk_size, device=device, confidence=confidence,
+                             quantiles=quantiles, keep_samples=keep_samples, progress=progress, method=method)
+    if reps is None:
+        raise ValueError("give reps (a replicate count) or stderr (a target standard error)")
     reps = check_count(reps, "reps")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
@@ -126,14 +149,59 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int, seed=None, *, executor
         need = largest * rounds * (n + 32 * -(-n // 64) + 16) + largest * BLOCK * n * 8
     require_memory(need, f"Monte-Carlo over {rounds} rounds × {pattern.n_clients} clients "
                          f"({largest} replicate{'s' if largest > 1 else ''} at a time, method {method!r})")
-    jobs = [(pattern, rounds, root, first, min(size, reps - first), device, method, p) for first in range(0, reps, size)]
-    show = progress if progress is not None else len(jobs) > 1
+    tau_max, tau_avg = _replicates(pattern, rounds, root, _first, _first + reps, size, device, method, p, executor,
+                                   progress if progress is not None else reps > size, "Monte-Carlo chunks")
+    samples = {"tau_max": tau_max, "tau_avg": tau_avg} if keep_samples else None
+    return MonteCarloResult(Estimate.from_samples(tau_max, confidence, quantiles),
+                            Estimate.from_samples(tau_avg, confidence, quantiles), reps, rounds, samples)
+
+
+def _replicates(pattern, rounds, root, first, last, size, device, method, p, executor, show, desc):
+    """τ_max and τ_avg of replicates first..last−1, in chunks of ``size`` (aligned to multiples of it)."""
+    starts = list(range(first, last, size))
+    jobs = [(pattern, rounds, root, a, min(size, last - a), device, method, p) for a in starts]
     results = executor.map(_run_chunk, jobs) if executor is not None else map(_run_chunk, jobs)
     if show:
         from tqdm.auto import tqdm
 
-        results = tqdm(results, total=len(jobs), desc="Monte-Carlo chunks", leave=False)
-    tau_max, tau_avg = (np.concatenate(parts) for parts in zip(*results))
+        results = tqdm(results, total=len(jobs), desc=desc, leave=False)
+    parts = list(results)
+    return np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts])
+
+
+def _to_precision(pattern, rounds, target, max_reps, seed, *, executor, chunk_size, device, confidence, quantiles,
+                  keep_samples, progress, method) -> MonteCarloResult:
+    """``monte_carlo`` with a target standard error (see its docstring)."""
+    tau_max, tau_avg = np.zeros(0), np.zeros(0)
+    done, check = 0, FIRST_CHECK
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(desc=f"Monte-Carlo to stderr ≤ {target:g}", unit="rep", leave=False)
+    try:
+        while True:
+            check = min(check, max_reps)
+            part = monte_carlo(pattern, rounds, check - done, seed, executor=executor, chunk_size=chunk_size,
+                               device=device, confidence=confidence, quantiles=quantiles, keep_samples=True,
+                               progress=False, method=method, _first=done)
+            tau_max = np.concatenate([tau_max, part.samples["tau_max"]])
+            tau_avg = np.concatenate([tau_avg, part.samples["tau_avg"]])
+            done = check
+            errors = [float(x.std(ddof=1) / np.sqrt(x.size)) for x in (tau_max, tau_avg)]
+            if bar is not None:
+                bar.update(check - bar.n)
+                bar.set_postfix_str(f"E[τ_max] ≈ {tau_max.mean():.4g} ± {errors[0]:.2g}, "
+                                    f"E[τ_avg] ≈ {tau_avg.mean():.4g} ± {errors[1]:.2g}")
+            if max(errors) <= target:
+                break
+            if done >= max_reps:
+                raise ValueError(f"stderr {target:g} not reached in max_reps = {max_reps} replicates (τ_max ± "
+                                 f"{errors[0]:.3g}, τ_avg ± {errors[1]:.3g}); raise max_reps or the target")
+            check *= 2
+    finally:
+        if bar is not None:
+            bar.close()
     samples = {"tau_max": tau_max, "tau_avg": tau_avg} if keep_samples else None
     return MonteCarloResult(Estimate.from_samples(tau_max, confidence, quantiles),
-                            Estimate.from_samples(tau_avg, confidence, quantiles), reps, rounds, samples)
+                            Estimate.from_samples(tau_avg, confidence, quantiles), done, rounds, samples)

@@ -10,21 +10,28 @@ def _mc_case(name, args, executor) -> dict:
     from participation.patterns import preset
 
     pattern = preset(name)
-    result = monte_carlo(pattern, args.rounds, args.reps, args.seed, executor=executor, confidence=args.confidence,
-                         chunk_size=max(1, args.reps // (4 * args.workers)) if executor else None,
-                         keep_samples=bool(args.plot), progress=show_progress(args))
+    if args.stderr is not None:
+        result = monte_carlo(pattern, args.rounds, seed=args.seed, stderr=args.stderr, max_reps=args.max_reps,
+                             executor=executor, confidence=args.confidence,
+                             chunk_size=max(1, 256 // args.workers) if executor else None,
+                             keep_samples=bool(args.plot), progress=show_progress(args))
+    else:
+        result = monte_carlo(pattern, args.rounds, args.reps, args.seed, executor=executor, confidence=args.confidence,
+                             chunk_size=max(1, args.reps // (4 * args.workers)) if executor else None,
+                             keep_samples=bool(args.plot), progress=show_progress(args))
     bound = paper_bound_or_none(pattern, args.rounds)
     return {"name": name, "estimates": {"tau_max": result.tau_max, "tau_avg": result.tau_avg},
             "exact": {"tau_max": exact_or_none(exact_tau_max, pattern, args.rounds),
                       "tau_avg": exact_or_none(exact_tau_avg, pattern, args.rounds)},
             # τ_avg ≤ τ_max on every trace, so the paper's E[τ_max] bound bounds E[τ_avg] too
-            "bound": {"tau_max": bound, "tau_avg": bound}, "samples": result.samples}
+            "bound": {"tau_max": bound, "tau_avg": bound}, "samples": result.samples, "reps": result.reps}
 
 
 def _mc_lines(case, args) -> list[str]:
     cell = lambda v: "—" if v is None else f"{v:.4g}"
     quant = lambda e: "  ".join(f"q{q:g}={v:g}" for q, v in e.quantiles.items())
-    lines = [f"{case['name']}: T={args.rounds}, {args.reps} replicates, seed {args.seed}",
+    how = f" (to stderr ≤ {args.stderr:g})" if args.stderr is not None else ""
+    lines = [f"{case['name']}: T={args.rounds}, {case['reps']} replicates{how}, seed {args.seed}",
              f"{'':8s} {'exact':>9s} {'paper bound':>11s}  Monte-Carlo mean ± stderr (CI)   quantiles"]
     for key in ("tau_max", "tau_avg"):
         est = case["estimates"][key]
@@ -38,11 +45,19 @@ def run(args) -> str:
     if not 0 < args.confidence < 1:
         raise UsageError(f"--confidence must lie in (0, 1), got {args.confidence}")
     check_plot(args.plot)
-    require_mc_memory(args.reps)
+    if args.stderr is not None:
+        if args.reps is not None:
+            raise UsageError("give --reps or --stderr, not both")
+        if not 0 < args.stderr < float("inf"):
+            raise UsageError(f"--stderr must be a positive number, got {args.stderr}")
+    elif args.reps is None:
+        args.reps = 1000
+    require_mc_memory(args.reps if args.reps is not None else args.max_reps)
     for name in args.presets:
         require_trace_memory(name, args.rounds, preset(name).n_clients)    # unknown names fail before any work
     for name in args.presets:
-        announce_mc(name, preset(name), args.rounds, args.reps, args.workers)
+        if args.reps is not None:
+            announce_mc(name, preset(name), args.rounds, args.reps, args.workers)
     executor = None
     if args.workers > 1:
         from concurrent.futures import ProcessPoolExecutor
