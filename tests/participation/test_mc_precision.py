@@ -54,3 +54,13 @@ def test_mc_command_takes_a_target_precision(capsys):
     assert main(["mc", "P1", "-T", "100", "--stderr", "0.5", "--reps", "10"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not both" in err
+
+
+def test_mc_command_reports_its_throughput(capsys):
+    """fedverify mc says how fast it went, in trace cells (rounds × clients × replicates) per second."""
+    import re
+
+    assert main(["mc", "P2", "-T", "50", "--reps", "40", "--no-progress"]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    found = re.search(r"; ([0-9.]+) s, ([0-9.e+]+) trace cells/s$", line)
+    assert found and float(found.group(2)) > 0

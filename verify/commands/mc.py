@@ -9,7 +9,10 @@ def _mc_case(name, args, executor) -> dict:
     from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo
     from participation.patterns import preset
 
+    import time
+
     pattern = preset(name)
+    start = time.perf_counter()
     if args.stderr is not None:
         result = monte_carlo(pattern, args.rounds, seed=args.seed, stderr=args.stderr, max_reps=args.max_reps,
                              executor=executor, confidence=args.confidence,
@@ -19,19 +22,22 @@ def _mc_case(name, args, executor) -> dict:
         result = monte_carlo(pattern, args.rounds, args.reps, args.seed, executor=executor, confidence=args.confidence,
                              chunk_size=max(1, args.reps // (4 * args.workers)) if executor else None,
                              keep_samples=bool(args.plot), progress=show_progress(args))
+    seconds = time.perf_counter() - start
     bound = paper_bound_or_none(pattern, args.rounds)
     return {"name": name, "estimates": {"tau_max": result.tau_max, "tau_avg": result.tau_avg},
             "exact": {"tau_max": exact_or_none(exact_tau_max, pattern, args.rounds),
                       "tau_avg": exact_or_none(exact_tau_avg, pattern, args.rounds)},
             # τ_avg ≤ τ_max on every trace, so the paper's E[τ_max] bound bounds E[τ_avg] too
-            "bound": {"tau_max": bound, "tau_avg": bound}, "samples": result.samples, "reps": result.reps}
+            "bound": {"tau_max": bound, "tau_avg": bound}, "samples": result.samples, "reps": result.reps,
+            "cells_per_second": result.reps * args.rounds * pattern.n_clients / max(seconds, 1e-9), "seconds": seconds}
 
 
 def _mc_lines(case, args) -> list[str]:
     cell = lambda v: "—" if v is None else f"{v:.4g}"
     quant = lambda e: "  ".join(f"q{q:g}={v:g}" for q, v in e.quantiles.items())
     how = f" (to stderr ≤ {args.stderr:g})" if args.stderr is not None else ""
-    lines = [f"{case['name']}: T={args.rounds}, {case['reps']} replicates{how}, seed {args.seed}",
+    lines = [f"{case['name']}: T={args.rounds}, {case['reps']} replicates{how}, seed {args.seed}; "
+             f"{case['seconds']:.2f} s, {case['cells_per_second']:.3g} trace cells/s",
              f"{'':8s} {'exact':>9s} {'paper bound':>11s}  Monte-Carlo mean ± stderr (CI)   quantiles"]
     for key in ("tau_max", "tau_avg"):
         est = case["estimates"][key]
