@@ -82,7 +82,14 @@ def paper_tau_max_bound(pattern: Pattern, rounds: int) -> PaperBound:
       The lemma assumes time-constant p_i; the union bound holds unchanged for
       time-varying p_i^t ≥ δ (derived here: a run of l absences has probability ≤ (1 − δ)^l),
       which covers P3 and H.8.
-    * Reshuffled cyclic (Lemma F.3): 4N/S, via τ_max ≤ 2⌊N/S⌋ (a.s.) in its proof.
+    * Reshuffled cyclic (Lemma F.3): 4N/S, via τ_max ≤ 2⌊N/S⌋ (a.s.) in its proof, where an
+      epoch of N/S rounds has every client join once (S | N). When S ∤ N,
+      ``remainder="short"`` keeps one join per client per epoch of ⌈N/S⌉ rounds, so
+      τ_max ≤ 2⌈N/S⌉ − 2 ≤ 2N/S a.s. (two joins at most 2⌈N/S⌉ − 1 rounds apart; derived
+      here) and 4N/S still holds; ``remainder="drop"`` leaves the N mod S clients at the
+      end of each epoch's order out of that epoch, so a client can miss any number of
+      consecutive epochs (each with probability (N mod S)/N, independently): τ_max = T
+      has positive probability, the lemma's proof does not apply, and a ValueError says so.
     * Deterministic cyclic (Lemma F.4): 2N/S (deterministic).
     """
     n_rounds = int(rounds)
@@ -115,7 +122,18 @@ def paper_tau_max_bound(pattern: Pattern, rounds: int) -> PaperBound:
         return PaperBound("FedSUM Lemma F.2", stated, steps, "FedSUM App. F, proof of Lemma F.2, eqs. (111)–(112)", note=f"δ = {delta:.6g}")
     if isinstance(pattern, ReshuffledCyclic):
         n, s = pattern.n_clients, pattern.per_round
-        steps = {"F.3 proof: 2⌊N/S⌋": 2 * (n // s), "F.3 stated: 4N/S": 4 * n / s}
+        left = n % s
+        if left and pattern.remainder == "drop":
+            raise ValueError(f"FedSUM Lemma F.3 does not cover ReshuffledCyclic(N={n}, S={s}, remainder='drop'): "
+                             f"the N mod S = {left} clients left at the end of each epoch's order sit that epoch out, "
+                             "so a client can miss any number of consecutive epochs and τ_max has no almost-sure "
+                             "bound short of T (the lemma's proof has every client join once per epoch); use "
+                             "remainder='short' or monte_carlo(pattern, rounds, reps)")
+        if left:  # "short": epochs of ⌈N/S⌉ rounds, the last one with the N mod S clients left over
+            steps = {"F.3 proof for S ∤ N, 'short' epochs of ⌈N/S⌉ rounds: 2⌈N/S⌉ − 2": 2 * -(-n // s) - 2}
+        else:
+            steps = {"F.3 proof: 2⌊N/S⌋": 2 * (n // s)}
+        steps["F.3 stated: 4N/S"] = 4 * n / s
         return PaperBound("FedSUM Lemma F.3", 4 * n / s, steps, "FedSUM App. F, Lemma F.3 and its proof",
                           note="holds almost surely; the paper calls this pattern Case 3")
     if isinstance(pattern, Cyclic):
