@@ -157,7 +157,7 @@ class Trace:
         least ``fraction`` of it). Rounds are [start + rΔ, start + (r+1)Δ), complete ones
         only, up to ``end`` (default: the latest event). See :mod:`participation.events`.
         """
-        from .events import as_event_lists, events_to_mask
+        from .event_cuts import as_event_lists, events_to_mask
 
         names, lists = as_event_lists(events)
         if end is None and hasattr(events, "horizon"):
