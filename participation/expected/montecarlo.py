@@ -18,7 +18,9 @@ from .._random import BLOCK, seed_sequence
 from ..delays import per_round_delay
 from ..patterns import Pattern
 from ..patterns.base import check_count
+from ..patterns.sampling import EPOCH_BLOCK
 from ..budget import require_memory
+from . import epochs as _epochs
 from .gaps import constant_probabilities, gap_chunk, gap_chunk_bytes, gap_chunk_size
 
 #: Cells (rounds × clients × replicates) generated per chunk.
@@ -62,6 +64,8 @@ class MonteCarloResult:
 def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, device=None, method: str = "trace", p=None):
     if method == "gaps":
         return gap_chunk(p, rounds, root, first, count)
+    if method == "epochs":
+        return _epochs.epoch_chunk(pattern, rounds, root, first, count)
     if device is not None:
         from ._torch_delay import generate, per_round_delay_torch
 
@@ -103,8 +107,10 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     r is then exactly the trace ``sample_batch(..., first_replicate=r)``); ``"gaps"``
     draws only the long absences of each client, exactly, and the short gaps where they
     could matter (:mod:`.gaps`), for independent clients with time-constant probabilities,
-    20–40 times faster than a Bernoulli matrix per replicate; ``"auto"`` picks ``"gaps"``
-    when it applies and no device is given.
+    20–40 times faster than a Bernoulli matrix per replicate; ``"epochs"`` (``ReshuffledCyclic``
+    only, no device) draws only each epoch's order, exactly as the pattern does, and derives
+    every τ_t from the orders (:mod:`.epochs`), giving the same replicates as ``"trace"``;
+    ``"auto"`` picks ``"gaps"`` or ``"epochs"`` when it applies and no device is given.
 
     The memory of one chunk is estimated before anything is drawn; more than
     ``participation.trace.memory_limit()`` (``FEDVERIFY_MEMORY_GB``, else half the
@@ -128,22 +134,30 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     if any(not 0 <= q <= 1 for q in quantiles):
         raise ValueError(f"quantiles must lie in [0, 1], got {quantiles}")
     root = seed_sequence(seed)
-    if method not in ("auto", "trace", "gaps"):
-        raise ValueError(f"method must be 'auto', 'trace' or 'gaps', got {method!r}")
+    if method not in ("auto", "trace", "gaps", "epochs"):
+        raise ValueError(f"method must be 'auto', 'trace', 'gaps' or 'epochs', got {method!r}")
     p = constant_probabilities(pattern, rounds) if device is None else None
     gaps_apply = p is not None
     if method == "gaps" and not gaps_apply:
         raise ValueError("method='gaps' needs independent clients with time-constant probabilities and no device")
-    method = "gaps" if method == "auto" and gaps_apply else ("trace" if method == "auto" else method)
+    epochs_apply = device is None and _epochs.applies(pattern)
+    if method == "epochs" and not epochs_apply:
+        raise ValueError("method='epochs' needs a ReshuffledCyclic pattern and no device")
+    if method == "auto":
+        method = "gaps" if gaps_apply else ("epochs" if epochs_apply else "trace")
     if chunk_size is not None:
         size = check_count(chunk_size, "chunk_size")
     elif method == "gaps":
         size = gap_chunk_size(p, rounds)
+    elif method == "epochs":
+        size = max(1, CHUNK_CELLS // (EPOCH_BLOCK * pattern.n_clients * 4))
     else:
         size = max(1, CHUNK_CELLS // (rounds * pattern.n_clients))
     largest = min(size, reps)
     if method == "gaps":
         need = gap_chunk_bytes(p, rounds, largest)
+    elif method == "epochs":
+        need = _epochs.chunk_bytes(pattern, largest)
     else:  # the masks of a chunk, their uniforms (one block of rounds) and the delay kernel's packed copies
         n = pattern.n_clients
         need = largest * rounds * (n + 32 * -(-n // 64) + 16) + largest * BLOCK * n * 8
