@@ -588,3 +588,152 @@ def gap_trace(p: np.ndarray, rounds: int, root, replicate: int, threshold: int |
         flat = flat[(flat >= 0) & (flat < group.length) & (flat % plan.window < rounds)]
         mask[flat % plan.window, group.clients[flat // plan.window]] = True
     return mask
+
+
+# ---------------------------------------------------------------------------- Markov clients
+#
+# A two-state chain with P(on | on) = c and P(on | off) = a alternates on-runs of
+# Geometric(1 − c) rounds and off-runs of Geometric(a) rounds (both on {1, 2, …}); started in
+# its stationary law it is on at round 0 with probability π, and the run under way at round 0
+# has the same geometric law (memorylessness). Equivalently, the gap g between consecutive
+# presences is 0 with probability c and 1 + Geometric(a) − 1 ≥ 1 with probability 1 − c, the
+# first presence has the same law with π in place of c, and the last absence is censored at T.
+# Every absence run (a, b) — absent on a+1..b−1, present at b (the interval (a, b] of the
+# module docstring with b − a ≥ 2) — is drawn, with threshold H = 2: runs of consecutive
+# presences (intervals of length one) cannot change c(x) ≥ x and are drawn only as the
+# lengths of the on-runs. So a replicate draws about T·Σ_k π_k(1 − c_k) absence runs
+# instead of T·N cells, and it is exact.
+#
+# Replicate r's uniforms come from the stream keyed by (seed, r, _MARKOV_STREAM), in a fixed
+# order (start states, then the on-runs and off-runs of every chain, then any extension),
+# so results do not depend on chunking or workers. Clients sharing one chain (``clusters``)
+# are one chain here: they are present together, so they change no c(x).
+
+_MARKOV_STREAM = 0x6AC
+
+
+@dataclass(frozen=True, eq=False)
+class MarkovChains:
+    """The independent chains of a Markov pattern that some client follows: stationary
+    P(on) π, P(on | on) c and P(on | off) a, each of shape (chains,)."""
+
+    pi: np.ndarray
+    on_after_on: np.ndarray
+    on_after_off: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return self.pi.size
+
+
+def markov_chains(pattern: Pattern) -> MarkovChains | None:
+    """The chains of ``pattern`` if it is a ``Markov`` pattern (its own sampler, not a subclass's)."""
+    from ..patterns import Markov
+
+    if not isinstance(pattern, Markov) or type(pattern)._generate is not Markov._generate:
+        return None
+    matrices = pattern.transition_matrices()
+    used = np.arange(pattern.n_chains) if pattern.clusters is None else np.unique(pattern.clusters)
+    arrays = [np.ascontiguousarray(x[used], dtype=float) for x in (pattern.pi, matrices[:, 1, 1], matrices[:, 0, 1])]
+    for array in arrays:
+        array.flags.writeable = False
+    return MarkovChains(*arrays)
+
+
+@dataclass(frozen=True, eq=False)
+class _MarkovPlan:
+    rounds: int
+    pairs: np.ndarray  # (on, off) run pairs drawn at first per chain
+    offsets: np.ndarray  # first pair column of each chain (length chains + 1)
+    log_on: np.ndarray  # ln c per pair column (−inf where c = 0)
+    log_off: np.ndarray  # ln(1 − a) per pair column (−inf where a = 1)
+    chain: np.ndarray  # chain index per pair column
+
+    @property
+    def columns(self) -> int:
+        return int(self.offsets[-1])
+
+
+@lru_cache(maxsize=32)
+def _markov_plan_cached(key: bytes, chains: int, rounds: int) -> _MarkovPlan:
+    pi, c, a = np.frombuffer(key).reshape(3, chains)
+    with np.errstate(divide="ignore"):
+        mean = 1.0 / (1.0 - c) + 1.0 / a
+        var = c / (1.0 - c) ** 2 + (1.0 - a) / a**2
+        pairs = np.ceil(np.minimum(rounds / mean + 5 * np.sqrt(rounds * var / mean**3) + 8, rounds + 1)).astype(np.int64)
+        offsets = np.concatenate([[0], np.cumsum(pairs)])
+        chain = np.repeat(np.arange(chains), pairs)
+        log_on, log_off = np.log(c)[chain], np.log1p(-a)[chain]
+    for array in (pairs, offsets, log_on, log_off, chain):
+        array.flags.writeable = False
+    return _MarkovPlan(rounds, pairs, offsets, log_on, log_off, chain)
+
+
+def _markov_plan(chains: MarkovChains, rounds: int) -> _MarkovPlan:
+    key = np.concatenate([chains.pi, chains.on_after_on, chains.on_after_off]).tobytes()
+    return _markov_plan_cached(key, chains.size, int(rounds))
+
+
+def _run_lengths(uniform: np.ndarray, log_stay: np.ndarray, limit: int) -> np.ndarray:
+    """1 + Geometric(1 − e^{log_stay}) failures by inversion (P(L > k) = stay^k), clipped at ``limit``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        extra = np.floor(np.log1p(-uniform) / log_stay)
+    return (np.minimum(extra, limit) + 1).astype(np.int64)
+
+
+def _markov_runs(chains: MarkovChains, plan: _MarkovPlan, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, next presences) of one replicate's absence runs that start before T, every chain."""
+    rounds, n, m = plan.rounds, chains.size, plan.columns
+    start_on = rng.random(n) < chains.pi
+    on = _run_lengths(rng.random(m), plan.log_on, rounds)
+    off = _run_lengths(rng.random(m), plan.log_off, rounds)
+    on[plan.offsets[:-1][~start_on]] = 0  # off at round 0: the first off-run starts there
+    ends = np.cumsum(on + off)  # next presence after each off-run, chains end to end
+    before = np.concatenate([[0], ends[plan.offsets[1:-1] - 1]])[plan.chain]
+    ends -= before
+    starts = ends - off
+    short = np.flatnonzero(ends[plan.offsets[1:] - 1] < rounds)
+    if short.size:  # rare: continue those chains until a presence at or after T
+        extra_starts, extra_ends = [starts], [ends]
+        for k in short:
+            end = int(ends[plan.offsets[k + 1] - 1])
+            log_on, log_off = plan.log_on[plan.offsets[k]], plan.log_off[plan.offsets[k]]
+            while end < rounds:
+                run_on = int(_run_lengths(rng.random(1), np.array([log_on]), rounds)[0])
+                run_off = int(_run_lengths(rng.random(1), np.array([log_off]), rounds)[0])
+                extra_starts.append(np.array([end + run_on]))
+                end += run_on + run_off
+                extra_ends.append(np.array([end]))
+        starts, ends = np.concatenate(extra_starts), np.concatenate(extra_ends)
+    keep = starts < rounds
+    return starts[keep], ends[keep]
+
+
+def markov_chunk(chains: MarkovChains, rounds: int, root, first: int, count: int):
+    """(τ_max, τ_avg) of replicates first..first+count−1 of independent stationary chains."""
+    plan = _markov_plan(chains, rounds)
+    cover = np.zeros((count, rounds), dtype=np.int32)
+    flat = cover.ravel()
+    for row in range(count):
+        rng = np.random.Generator(_keyed_bits(root, first + row, _MARKOV_STREAM))
+        starts, ends = _markov_runs(chains, plan, rng)
+        np.maximum.at(flat, starts + row * rounds, np.minimum(ends, rounds).astype(np.int32))
+    np.maximum.accumulate(cover, axis=1, out=cover)
+    c = np.maximum(cover, np.arange(rounds, dtype=np.int32), out=cover)
+    tau_max = (c - np.arange(rounds, dtype=c.dtype)).max(axis=1).astype(float)
+    tau_sum = rounds * (rounds + 1) // 2 - (rounds * rounds - c.sum(axis=1, dtype=np.int64))
+    return tau_max, tau_sum / rounds
+
+
+
+def markov_chunk_size(chains: MarkovChains, rounds: int) -> int:
+    """Replicates per chunk: about 2^20 cells of the cover array and the runs' draws."""
+    plan = _markov_plan(chains, rounds)
+    return int(np.clip((1 << 20) // (rounds + 6 * plan.columns), 1, _WORD_BLOCK))
+
+
+def markov_chunk_bytes(chains: MarkovChains, rounds: int, count: int) -> int:
+    """Peak bytes of :func:`markov_chunk` for ``count`` replicates: the cover array (32-bit)
+    and its prefix maximum, and one replicate's runs (a few 64-bit arrays per pair)."""
+    plan = _markov_plan(chains, rounds)
+    return count * 8 * rounds + 80 * plan.columns + 16 * chains.size

@@ -21,7 +21,8 @@ from ..patterns.base import check_count
 from ..patterns.sampling import EPOCH_BLOCK
 from ..budget import require_memory
 from . import epochs as _epochs
-from .gaps import constant_probabilities, gap_chunk, gap_chunk_bytes, gap_chunk_size
+from .gaps import (MarkovChains, constant_probabilities, gap_chunk, gap_chunk_bytes, gap_chunk_size, markov_chains,
+                   markov_chunk, markov_chunk_bytes, markov_chunk_size)
 
 #: Cells (rounds × clients × replicates) generated per chunk.
 CHUNK_CELLS = 1 << 24
@@ -63,6 +64,8 @@ class MonteCarloResult:
 
 def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, device=None, method: str = "trace", p=None):
     if method == "gaps":
+        if isinstance(p, MarkovChains):
+            return markov_chunk(p, rounds, root, first, count)
         return gap_chunk(p, rounds, root, first, count)
     if method == "epochs":
         return _epochs.epoch_chunk(pattern, rounds, root, first, count)
@@ -107,7 +110,8 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     r is then exactly the trace ``sample_batch(..., first_replicate=r)``); ``"gaps"``
     draws only the long absences of each client, exactly, and the short gaps where they
     could matter (:mod:`.gaps`), for independent clients with time-constant probabilities,
-    20–40 times faster than a Bernoulli matrix per replicate; ``"epochs"`` (``ReshuffledCyclic``
+    20–40 times faster than a Bernoulli matrix per replicate, and for ``Markov`` patterns
+    (every absence run of each chain, drawn as alternating geometric runs); ``"epochs"`` (``ReshuffledCyclic``
     only, no device) draws only each epoch's order, exactly as the pattern does, and derives
     every τ_t from the orders (:mod:`.epochs`), giving the same replicates as ``"trace"``;
     ``"auto"`` picks ``"gaps"`` or ``"epochs"`` when it applies and no device is given.
@@ -137,9 +141,12 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     if method not in ("auto", "trace", "gaps", "epochs"):
         raise ValueError(f"method must be 'auto', 'trace', 'gaps' or 'epochs', got {method!r}")
     p = constant_probabilities(pattern, rounds) if device is None else None
+    if p is None and device is None:
+        p = markov_chains(pattern)  # independent two-state chains: their gaps, by alternating runs
     gaps_apply = p is not None
     if method == "gaps" and not gaps_apply:
-        raise ValueError("method='gaps' needs independent clients with time-constant probabilities and no device")
+        raise ValueError("method='gaps' needs independent clients with time-constant probabilities "
+                         "or Markov chains, and no device")
     epochs_apply = device is None and _epochs.applies(pattern)
     if method == "epochs" and not epochs_apply:
         raise ValueError("method='epochs' needs a ReshuffledCyclic pattern and no device")
@@ -148,14 +155,14 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     if chunk_size is not None:
         size = check_count(chunk_size, "chunk_size")
     elif method == "gaps":
-        size = gap_chunk_size(p, rounds)
+        size = markov_chunk_size(p, rounds) if isinstance(p, MarkovChains) else gap_chunk_size(p, rounds)
     elif method == "epochs":
         size = max(1, CHUNK_CELLS // (EPOCH_BLOCK * pattern.n_clients * 4))
     else:
         size = max(1, CHUNK_CELLS // (rounds * pattern.n_clients))
     largest = min(size, reps)
     if method == "gaps":
-        need = gap_chunk_bytes(p, rounds, largest)
+        need = (markov_chunk_bytes if isinstance(p, MarkovChains) else gap_chunk_bytes)(p, rounds, largest)
     elif method == "epochs":
         need = _epochs.chunk_bytes(pattern, largest)
     else:  # the masks of a chunk, their uniforms (one block of rounds) and the delay kernel's packed copies
