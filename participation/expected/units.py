@@ -237,6 +237,9 @@ def units_of(pattern: Pattern, rounds: int) -> Units | None:
     if isinstance(pattern, Markov):
         matrices = pattern.transition_matrices()
         rows = np.column_stack([pattern.pi, matrices[:, 1, 1], matrices[:, 0, 1]])
+        if pattern.clusters is not None:
+            # clients of one cluster follow one chain, so they are one unit; a chain no client follows is none
+            rows = rows[np.unique(np.asarray(pattern.clusters))]
         unique, counts = np.unique(rows, axis=0, return_counts=True)
         return Units(unique[:, 0].copy(), unique[:, 1:2].copy(), unique[:, 2:3].copy(), counts, rounds)
     return None

@@ -80,3 +80,18 @@ def test_bernoulli_gaps_unchanged():
         assert run.samples["tau_avg"].sum() == avg_sum
         assert run.samples["tau_max"][:5].tolist() == max_head
         assert run.samples["tau_avg"][:3].tolist() == avg_head
+
+
+def test_exact_delays_of_clustered_chains_count_each_used_chain_once():
+    """Clients of one cluster share one chain (identical availability), and a chain no client
+    follows plays no part: the exact E[τ_max], E[τ_avg] are those of the used chains alone,
+    and agree with whole-trace Monte-Carlo (found when the unused chain was counted)."""
+    from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo
+
+    clustered = Markov(np.array([0.3, 0.5, 0.7]), np.array([0.2, 0.4, 0.6]), clusters=np.array([0, 0, 2]))
+    alone = Markov(np.array([0.3, 0.7]), np.array([0.2, 0.6]))
+    assert exact_tau_max(clustered, 50) == pytest.approx(exact_tau_max(alone, 50), abs=1e-12)
+    assert exact_tau_avg(clustered, 50) == pytest.approx(exact_tau_avg(alone, 50), abs=1e-12)
+    mc = monte_carlo(clustered, 50, 4000, seed=1, method="trace")
+    assert abs(mc.tau_max.mean - exact_tau_max(clustered, 50)) < 4 * mc.tau_max.stderr
+    assert abs(mc.tau_avg.mean - exact_tau_avg(clustered, 50)) < 4 * mc.tau_avg.stderr
