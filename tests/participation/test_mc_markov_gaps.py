@@ -14,7 +14,7 @@ CASES = [
     (Markov(0.6, -0.5, n_clients=4), 50),  # negative correlation
     (Markov(np.array([0.2, 0.7, 0.5, 0.9]), np.array([0.9, -0.2, 0.5, 0.0])), 1000),  # mixed π and λ
     (Markov(0.3, 0.5, n_clients=2), 1),
-    (Markov(0.1, 0.9, n_clients=2), 3000),  # long absences, often censored at T
+    (Markov(0.1, 0.9, n_clients=2), 1500),  # long absences, often censored at T
     (Markov(np.array([0.9, 0.1]), np.array([-1 / 9, 0.3])), 300),  # λ at its lower bound: P(on | on) = 0
 ]
 
