@@ -121,6 +121,25 @@ def markov_gaps_ratio(quick: bool = False) -> Ratio:
                       f"{timings['trace'] / timings['gaps']:.1f}x faster")
 
 
+def varying_gaps_ratio(quick: bool = False) -> Ratio:
+    """Monte-Carlo E[τ_max] for FedSUM P3 (time-varying p_t shared by N=100 clients, T=2000, 200
+    replicates; 50 with ``quick``), method "gaps" against a per-replicate loop; the note gives
+    method "trace" too."""
+    rounds = 2000
+    reps = 50 if quick else 200
+    pattern = participation.preset("P3")
+    runs = {
+        "straightforward": lambda: _straightforward_pattern_monte_carlo(pattern, rounds, reps),
+        "gaps": lambda: monte_carlo(pattern, rounds, reps, seed=0, progress=False, method="gaps"),
+        "trace": lambda: monte_carlo(pattern, rounds, reps, seed=0, progress=False, method="trace"),
+    }
+    timings = {name: min(_timed(run) for _ in range(3)) for name, run in runs.items()}
+    return Ratio("Monte-Carlo E[tau_max], time-varying p (P3, gaps)",
+                 f"P3, N={pattern.n_clients}, T={rounds}, {reps} replicates", timings["straightforward"],
+                 timings["gaps"], note=f"method 'trace' {_duration(timings['trace'])}: gaps "
+                                       f"{timings['trace'] / timings['gaps']:.1f}x faster")
+
+
 def reshuffled_ratio(quick: bool = False) -> Ratio:
     """Monte-Carlo E[τ_max] for Case 4 (N=100, S=20, T=2000, 200 replicates; 50 with ``quick``),
     method "epochs" against a per-replicate loop; the note gives method "trace" too."""
@@ -141,7 +160,8 @@ def reshuffled_ratio(quick: bool = False) -> Ratio:
 
 def monte_carlo_ratios(quick: bool = False, workers: int = 1) -> list[Ratio]:
     """Replicate throughput of Monte-Carlo E[τ_max], Case 2 (N=100, p=0.2, T=2000), and
-    Case 4 (N=100, S=20, T=2000) by epochs (:func:`reshuffled_ratio`)."""
+    Case 4 (N=100, S=20, T=2000) by epochs (:func:`reshuffled_ratio`), Markov clients
+    (:func:`markov_gaps_ratio`) and P3's time-varying p (:func:`varying_gaps_ratio`)."""
     rounds, n, p = 2000, 100, 0.2
     reps = 100 if quick else 400
     pattern = Bernoulli(p, n)
@@ -155,7 +175,7 @@ def monte_carlo_ratios(quick: bool = False, workers: int = 1) -> list[Ratio]:
     workload = f"Case 2, N={n}, p={p}, T={rounds}, {reps} replicates"
     ratios = [Ratio("Monte-Carlo E[tau_max], gap sampling", workload, timings["straightforward"], timings["gaps"]),
               Ratio("Monte-Carlo E[tau_max], whole traces", workload, timings["straightforward"], timings["trace"]),
-              reshuffled_ratio(quick), markov_gaps_ratio(quick)]
+              reshuffled_ratio(quick), markov_gaps_ratio(quick), varying_gaps_ratio(quick)]
     if workers > 1:
         from concurrent.futures import ProcessPoolExecutor
 

@@ -350,8 +350,10 @@ def test_gap_and_trace_methods_agree_in_law():
 
 
 def test_gap_method_refuses_patterns_it_does_not_cover():
-    with pytest.raises(ValueError, match="time-constant"):
-        monte_carlo(preset("P3"), 50, 5, method="gaps")
+    from participation.patterns import ReshuffledCyclic
+
+    with pytest.raises(ValueError, match="independent clients or Markov"):
+        monte_carlo(ReshuffledCyclic(10, 2), 50, 5, method="gaps")
     with pytest.raises(ValueError, match="method"):
         monte_carlo(preset("P2"), 50, 5, method="fast")
 
