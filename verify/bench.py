@@ -102,60 +102,38 @@ def _straightforward_pattern_monte_carlo(pattern, rounds: int, reps: int, seed: 
                      for r in range(reps)])
 
 
-def markov_gaps_ratio(quick: bool = False) -> Ratio:
-    """Monte-Carlo E[τ_max] for CA-Fed's temporal mix (Markov clients, N=100, T=2000, 200
-    replicates; 50 with ``quick``), method "gaps" against a per-replicate loop; the note
+def _family_ratio(title: str, workload: str, pattern, method: str, quick: bool) -> Ratio:
+    """Monte-Carlo E[τ_max] of ``pattern`` over T = 2000 rounds and 200 replicates (50 with
+    ``quick``) by ``method``, against the pattern's own traces one replicate at a time; the note
     gives method "trace" too."""
-    rounds, n = 2000, 100
-    reps = 50 if quick else 200
-    pattern = participation.preset("cafed-temporal", n_clients=n)
+    rounds, reps = 2000, (50 if quick else 200)
     runs = {
         "straightforward": lambda: _straightforward_pattern_monte_carlo(pattern, rounds, reps),
-        "gaps": lambda: monte_carlo(pattern, rounds, reps, seed=0, progress=False, method="gaps"),
+        method: lambda: monte_carlo(pattern, rounds, reps, seed=0, progress=False, method=method),
         "trace": lambda: monte_carlo(pattern, rounds, reps, seed=0, progress=False, method="trace"),
     }
     timings = {name: min(_timed(run) for _ in range(3)) for name, run in runs.items()}
-    return Ratio("Monte-Carlo E[tau_max], Markov clients (gaps)",
-                 f"cafed-temporal, N={n}, T={rounds}, {reps} replicates", timings["straightforward"], timings["gaps"],
-                 note=f"method 'trace' {_duration(timings['trace'])}: gaps "
-                      f"{timings['trace'] / timings['gaps']:.1f}x faster")
+    return Ratio(title, f"{workload}, N={pattern.n_clients}, T={rounds}, {reps} replicates", timings["straightforward"],
+                 timings[method], note=f"method 'trace' {_duration(timings['trace'])}: {method} "
+                                       f"{timings['trace'] / timings[method]:.1f}x faster")
+
+
+def markov_gaps_ratio(quick: bool = False) -> Ratio:
+    """CA-Fed's temporal mix (Markov clients, N = 100) by method "gaps"."""
+    return _family_ratio("Monte-Carlo E[tau_max], Markov clients (gaps)", "cafed-temporal",
+                         participation.preset("cafed-temporal", n_clients=100), "gaps", quick)
 
 
 def varying_gaps_ratio(quick: bool = False) -> Ratio:
-    """Monte-Carlo E[τ_max] for FedSUM P3 (time-varying p_t shared by N=100 clients, T=2000, 200
-    replicates; 50 with ``quick``), method "gaps" against a per-replicate loop; the note gives
-    method "trace" too."""
-    rounds = 2000
-    reps = 50 if quick else 200
-    pattern = participation.preset("P3")
-    runs = {
-        "straightforward": lambda: _straightforward_pattern_monte_carlo(pattern, rounds, reps),
-        "gaps": lambda: monte_carlo(pattern, rounds, reps, seed=0, progress=False, method="gaps"),
-        "trace": lambda: monte_carlo(pattern, rounds, reps, seed=0, progress=False, method="trace"),
-    }
-    timings = {name: min(_timed(run) for _ in range(3)) for name, run in runs.items()}
-    return Ratio("Monte-Carlo E[tau_max], time-varying p (P3, gaps)",
-                 f"P3, N={pattern.n_clients}, T={rounds}, {reps} replicates", timings["straightforward"],
-                 timings["gaps"], note=f"method 'trace' {_duration(timings['trace'])}: gaps "
-                                       f"{timings['trace'] / timings['gaps']:.1f}x faster")
+    """FedSUM P3 (time-varying p_t shared by N = 100 clients) by method "gaps"."""
+    return _family_ratio("Monte-Carlo E[tau_max], time-varying p (P3, gaps)", "P3", participation.preset("P3"), "gaps",
+                         quick)
 
 
 def reshuffled_ratio(quick: bool = False) -> Ratio:
-    """Monte-Carlo E[τ_max] for Case 4 (N=100, S=20, T=2000, 200 replicates; 50 with ``quick``),
-    method "epochs" against a per-replicate loop; the note gives method "trace" too."""
-    rounds, n, s = 2000, 100, 20
-    reps = 50 if quick else 200
-    pattern = ReshuffledCyclic(n, s)
-    runs = {
-        "straightforward": lambda: _straightforward_pattern_monte_carlo(pattern, rounds, reps),
-        "epochs": lambda: monte_carlo(pattern, rounds, reps, seed=0, progress=False, method="epochs"),
-        "trace": lambda: monte_carlo(pattern, rounds, reps, seed=0, progress=False, method="trace"),
-    }
-    timings = {name: min(_timed(run) for _ in range(3)) for name, run in runs.items()}
-    return Ratio("Monte-Carlo E[tau_max], reshuffled cyclic (epochs)",
-                 f"Case 4, N={n}, S={s}, T={rounds}, {reps} replicates", timings["straightforward"], timings["epochs"],
-                 note=f"method 'trace' {_duration(timings['trace'])}: epochs "
-                      f"{timings['trace'] / timings['epochs']:.1f}x faster")
+    """Case 4 (N = 100, S = 20) by method "epochs"."""
+    return _family_ratio("Monte-Carlo E[tau_max], reshuffled cyclic (epochs)", "Case 4, S=20", ReshuffledCyclic(100, 20),
+                         "epochs", quick)
 
 
 def monte_carlo_ratios(quick: bool = False, workers: int = 1) -> list[Ratio]:
