@@ -156,7 +156,7 @@ def _add_check(commands):
                        help="any theorem that `fedverify bound --list` prints (default fedsum.theorem_4_1)")
     check.add_argument("--paper", choices=PAPERS, default=None,
                        help="check every theorem of one paper, each on its default algorithms and patterns (one table each)")
-    check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="hparams",
+    check.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="hparams",
                        help="an algorithm or theorem option, e.g. --set beta=0.5, --set stages=2,1,0.5 (momentum), "
                             "--set surrogate=last (LOGIT), --set decay=0.75 (CA-Fed); repeatable")
     check.add_argument("--confidence", type=float, default=0.95, help="one-sided confidence of the verdict (default 0.95)")

@@ -729,7 +729,7 @@ def test_cli_stages_reach_the_momentum_schedule(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, fragment", [
     (["--theorem", "cafed.theorem_2", "--patterns", "P1"], "Markov"),
-    (["--theorem", "momentum.theorem_4_6", "--set", "badtoken"], "KEY=VALUE"),
+    (["--theorem", "momentum.theorem_4_6", "--set", "badtoken"], "NAME=VALUE"),
     (["--theorem", "nosuch.theorem"], "unknown theorem"),
     (["--paper", "logit", "--theorem", "logit.theorem_1"], "not both")])
 def test_cli_check_errors_are_one_line(tmp_path, capsys, args, fragment):

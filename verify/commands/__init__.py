@@ -191,3 +191,27 @@ def trace_or_presets(args) -> None:
         given.append("--rule")
     if given:
         raise UsageError(f"{', '.join(given)} apply only to --trace; the presets ignore them")
+
+
+def parse_setting(text: str, flag: str = "--set") -> tuple[str, object]:
+    """NAME=VALUE → (name, value): a bool ("true"/"false"), an int, a float, a vector "a,b"
+    (a tuple of floats), a matrix "a,b;c,d" (a tuple of row tuples) or a word. One parser for
+    every command's ``--set``."""
+    name, sep, raw = text.partition("=")
+    if not sep or not name.strip() or not raw.strip():
+        raise UsageError(f"{flag} expects NAME=VALUE, got {text!r}")
+    name, raw = name.strip(), raw.strip()
+    if raw.lower() in ("true", "false"):
+        return name, raw.lower() == "true"
+    if "," in raw or ";" in raw:
+        try:
+            rows = tuple(tuple(float(x) for x in row.split(",")) for row in raw.split(";"))
+        except ValueError:
+            raise UsageError(f"{flag} {name}: expected comma-separated numbers, got {raw!r}") from None
+        return name, rows if ";" in raw else rows[0]
+    for kind in (int, float):
+        try:
+            return name, kind(raw)
+        except ValueError:
+            pass
+    return name, raw

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 from ..usage import UsageError
+from . import parse_setting
 
 #: A working command line for every theorem (``bound NAME --inputs`` prints it; the tests run
 #: each one, and ``--latex`` without numbers evaluates the formula there to print it).
@@ -69,30 +70,6 @@ def theorems() -> dict:
                     and function.__module__ == module.__name__:
                 out[f"{short}.{name}"] = function
     return out
-
-
-def _setting(text: str):
-    """NAME=VALUE → (name, value): a bool, int, float, vector "a,b", matrix "a,b;c,d" or a word."""
-    import numpy as np
-
-    name, sep, raw = text.partition("=")
-    if not sep or not name.strip() or not raw.strip():
-        raise UsageError(f"--set expects NAME=VALUE, got {text!r}")
-    name, raw = name.strip(), raw.strip()
-    if raw.lower() in ("true", "false"):
-        return name, raw.lower() == "true"
-    if "," in raw or ";" in raw:
-        try:
-            rows = [[float(x) for x in row.split(",")] for row in raw.split(";")]
-            return name, np.array(rows[0] if ";" not in raw else rows)
-        except ValueError:
-            raise UsageError(f"--set {name}: expected comma-separated numbers, got {raw!r}") from None
-    for kind in (int, float):
-        try:
-            return name, kind(raw)
-        except ValueError:
-            pass
-    return name, raw
 
 
 def _missing_constants(args) -> list[str]:
@@ -213,7 +190,8 @@ def run(args) -> str:
         return _inputs(name, function)
     if args.latex and _no_numbers(args):      # the symbolic formula: evaluate at the example, print its expression
         args = args.parser.parse_args(["bound", name, *BOUND_EXAMPLES[name].split(), "--latex"])
-    settings = dict(_setting(text) for text in args.set)
+    settings = {name: np.array(value) if isinstance(value, tuple) else value
+                for name, value in map(parse_setting, args.set)}
     if "lam" in settings and "chains" in inspect.signature(function).parameters:
         if "pi" not in settings:
             raise UsageError(f"{name}: --set lam= needs --set pi= (two-state clients)")

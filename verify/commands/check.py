@@ -9,7 +9,7 @@ from pathlib import Path
 from ..catalogue import (CHECK_ALGORITHMS, DEFAULT_CLIENTS, MAIN_PRESETS, PROBLEMS, THEOREM_PATTERNS, DefaultNames,
                          build_problem, is_trace_file, resolve_patterns, split_names, trace_clients)
 from ..usage import UsageError
-from . import announce, device as _device, load_plugins, show_progress, writable_folder
+from . import announce, device as _device, load_plugins, parse_setting, show_progress, writable_folder
 
 #: The files ``check`` writes into --output.
 OUTPUT_FILES = ("check.json", "check.csv", "check.png")
@@ -41,30 +41,8 @@ def _algorithms(values) -> list[str]:
     return list(dict.fromkeys(algorithms.get(name).name for name in _names(values, "--algorithms", "algorithm")))
 
 
-def _value(text: str):
-    """A --set value: an int, a float, comma-separated numbers (a tuple), true/false, or the text."""
-    parts = [p.strip() for p in text.split(",")]
-    def one(p):
-        if p.lower() in ("true", "false"):
-            return p.lower() == "true"
-        for kind in (int, float):
-            try:
-                return kind(p)
-            except ValueError:
-                pass
-        return p
-    values = [one(p) for p in parts]
-    return tuple(values) if len(values) > 1 else values[0]
-
-
 def _hparams(items) -> dict:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise UsageError(f"--set {item!r}: expected KEY=VALUE")
-        out[key.strip()] = _value(value.strip())
-    return out
+    return dict(parse_setting(item) for item in items)
 
 
 def _curve(result):
