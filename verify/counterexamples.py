@@ -195,36 +195,7 @@ def conformance(algorithm_factory=None, bound: str = "fedsum.lemma_d6", *, max_e
     if not drawn:
         corpus = [(problem, trace, None, None) for problem, trace, _, _ in corpus]
 
-    @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None, verbosity=Verbosity.quiet,
-              phases=(Phase.explicit, Phase.generate, Phase.target) + ((Phase.shrink,) if shrink else ()),
-              report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
-    @given(cases())
-    def search(case):
-        result = evaluate(case)
-        state["examples"] += 1
-        score = min(result.margin, 1e12)
-        target(score, label="lower limit / bound")
-        if score > state["worst"] and result.conditions_hold and result.covered is not False:
-            state["worst"], state["worst_case"] = score, (case, result)
-        if result.verdict == "violated" and result.conditions_hold:
-            state["failure"] = (case, result)
-            raise _Counterexample
-
-    for case in corpus:
-        search = example(case)(search)
-    try:
-        search()
-    except _Counterexample:
-        pass
-    except Unsatisfiable:     # every draw was skipped
-        pass
-    found = state["failure"] is not None
-    pick = state["failure"] if found else state["worst_case"]
-    if pick is None:
-        return ConformanceResult(False, None, math.nan, state["worst"], None, None, state["examples"], state["skipped"])
-    (problem, trace, _, _), result = pick
-    return ConformanceResult(found, trace, result.ratio, state["worst"], result, problem, state["examples"],
-                             state["skipped"])
+    return _search(cases(), corpus, evaluate, state, max_examples=max_examples, shrink=shrink, covered_only=False)
 
 
 def _search_plan(theorem, algorithm, *, max_examples, n_clients, rounds, seeds, local_steps, confidence, shrink,
@@ -244,44 +215,56 @@ def _search_plan(theorem, algorithm, *, max_examples, n_clients, rounds, seeds, 
 
     def evaluate(case) -> CheckResult:
         problem, source, hparams, T = case
-        return check(algorithm, problem, source, theorem, seeds, rounds=T, local_steps=local_steps,
-                     confidence=confidence, hparams=hparams)
-
-    @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None, verbosity=Verbosity.quiet,
-              phases=(Phase.explicit, Phase.generate, Phase.target) + ((Phase.shrink,) if shrink else ()),
-              report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
-    @given(search_spaces.cases(theorem.name, n_clients, rounds))
-    def search(case):
         try:
-            result = evaluate(case)
+            return check(algorithm, problem, source, theorem, seeds, rounds=T, local_steps=local_steps,
+                         confidence=confidence, hparams=hparams)
         except ValueError as err:   # a draw outside the theorem's setting (e.g. no admissible step): not a case
             state["skipped"] += 1
             state.setdefault("reason", str(err))
             reject()
+
+    corpus = search_spaces.seed_cases(theorem.name, rounds) if default_search else []
+    return _search(search_spaces.cases(theorem.name, n_clients, rounds), corpus, evaluate, state,
+                   max_examples=max_examples, shrink=shrink, covered_only=True)
+
+
+def _search(cases, corpus, evaluate, state, *, max_examples, shrink, covered_only) -> ConformanceResult:
+    """The hypothesis search both kinds of theorem share: ``cases`` a strategy of tuples whose
+    first two entries are the problem and the trace (or pattern), ``corpus`` the explicit cases
+    tried first, ``evaluate(case) -> CheckResult``. A counterexample is a violated verdict with
+    every hypothesis holding (and, with ``covered_only``, an algorithm the theorem covers: a
+    plan's runs can leave its setting)."""
+    def counts(result) -> bool:
+        return result.conditions_hold and (result.covered is not False or not covered_only)
+
+    @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None, verbosity=Verbosity.quiet,
+              phases=(Phase.explicit, Phase.generate, Phase.target) + ((Phase.shrink,) if shrink else ()),
+              report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
+    @given(cases)
+    def search(case):
+        result = evaluate(case)
         state["examples"] += 1
         score = min(result.margin, 1e12)
         target(score, label="lower limit / bound")
-        if score > state["worst"] and result.conditions_hold and result.covered is not False:
+        if score > state["worst"] and counts(result):
             state["worst"], state["worst_case"] = score, (case, result)
-        if result.verdict == "violated" and result.conditions_hold and result.covered is not False:
+        if result.verdict == "violated" and counts(result):
             state["failure"] = (case, result)
             raise _Counterexample
 
-    if default_search:
-        for case in search_spaces.seed_cases(theorem.name, rounds):
-            search = example(case)(search)
+    for case in corpus:
+        search = example(case)(search)
     try:
         search()
-    except _Counterexample:
-        pass
-    except Unsatisfiable:
+    except (_Counterexample, Unsatisfiable):     # found one; or every draw was skipped
         pass
     found = state["failure"] is not None
     pick = state["failure"] if found else state["worst_case"]
+    reason = state.get("reason", "")
     if pick is None:
         return ConformanceResult(False, None, math.nan, state["worst"], None, None, state["examples"], state["skipped"],
-                                 state.get("reason", ""))
-    (problem, source, _, T), result = pick
-    trace = source if isinstance(source, Trace) else None
-    return ConformanceResult(found, trace, result.ratio, state["worst"], result, problem, state["examples"],
-                             state["skipped"], state.get("reason", ""))
+                                 reason)
+    case, result = pick
+    trace = case[1] if isinstance(case[1], Trace) else None
+    return ConformanceResult(found, trace, result.ratio, state["worst"], result, case[0], state["examples"],
+                             state["skipped"], reason)
