@@ -22,16 +22,25 @@ def _quote(text: str) -> str:
     return repr(text[:_QUOTE_CHARS]) + ("…" if len(text) > _QUOTE_CHARS else "")
 
 
+def positive_setting(name: str, unit: str) -> float | None:
+    """The positive, finite number the environment variable ``name`` holds (None when unset);
+    anything else is a one-line ValueError naming the variable and the ``unit``."""
+    text = os.environ.get(name)
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of {unit}, got {_quote(text)}") from None
+    if not value > 0 or not math.isfinite(value):
+        raise ValueError(f"{name} must be a positive number of {unit}, got {_quote(text)}")
+    return value
+
+
 def memory_limit() -> int:
     """Bytes one computation may hold at once."""
-    text = os.environ.get(ENV_MEMORY)
-    if text is not None:
-        try:
-            value = float(text)
-        except ValueError:
-            raise ValueError(f"{ENV_MEMORY} must be a number of gigabytes, got {_quote(text)}") from None
-        if not value > 0 or not math.isfinite(value):
-            raise ValueError(f"{ENV_MEMORY} must be a positive number of gigabytes, got {_quote(text)}")
+    value = positive_setting(ENV_MEMORY, "gigabytes")
+    if value is not None:
         return int(value * 2**30)
     try:
         physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

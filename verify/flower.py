@@ -259,7 +259,8 @@ def answer_partition_queries(app):
     return app
 
 
-def _wait_for_nodes(grid, n: int, timeout: float) -> list[int]:
+def wait_for_nodes(grid, n: int, timeout: float) -> list[int]:
+    """The ids of the n nodes (SuperNodes) of ``grid``, once they have all connected."""
     deadline = time.monotonic() + timeout
     while len(nodes := list(grid.get_node_ids())) < n:
         if time.monotonic() > deadline:
@@ -280,7 +281,7 @@ def discover_partitions(grid, n_clients: int, *, connect_timeout: float = 300.0,
     require_flower()
     from flwr.app import Message, RecordDict
 
-    nodes = _wait_for_nodes(grid, n_clients, connect_timeout)
+    nodes = wait_for_nodes(grid, n_clients, connect_timeout)
     queries = [Message(RecordDict(), dst_node_id=int(node), message_type=PARTITION_QUERY) for node in nodes]
     answers, failed = {}, []
     for reply in grid.send_and_receive(queries, timeout=timeout):

@@ -172,22 +172,14 @@ class _TraceFedAvg(FedAvg):
         return super().aggregate_train(server_round, replies)
 
 
-def _connected(grid: Grid, n: int, timeout: float = 300.0) -> list[int]:
-    """The ids of the n SuperNodes, once they have all connected."""
-    deadline = time.monotonic() + timeout
-    while len(nodes := list(grid.get_node_ids())) < n:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"only {len(nodes)} of {n} SuperNodes connected within {timeout:.0f} s")
-        time.sleep(0.05)
-    return nodes
-
-
 def _server_app(mask: np.ndarray, initial: torch.Tensor, out: dict) -> ServerApp:
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context) -> None:
-        nodes = _connected(grid, mask.shape[1])
+        from .flower import wait_for_nodes
+
+        nodes = wait_for_nodes(grid, mask.shape[1], 300.0)
         replies = list(grid.send_and_receive([Message(RecordDict(), dst_node_id=node, message_type=MessageType.QUERY)
                                               for node in nodes]))
         node_of = {int(msg.content["identity"]["partition-id"]): msg.metadata.src_node_id for msg in replies

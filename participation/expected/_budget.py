@@ -13,10 +13,7 @@ they exist so that a size that would run for hours says so at once.
 """
 from __future__ import annotations
 
-import math
-import os
-
-from ..budget import human_bytes, human_seconds, memory_limit
+from ..budget import human_bytes, human_seconds, memory_limit, positive_setting
 
 __all__ = ["EXACT_SECONDS", "ENV_SECONDS", "time_limit", "require", "human_bytes", "human_seconds"]
 
@@ -27,16 +24,8 @@ ENV_SECONDS = "FEDVERIFY_EXACT_SECONDS"
 
 def time_limit() -> float:
     """Seconds one exact computation may take."""
-    text = os.environ.get(ENV_SECONDS)
-    if text is None:
-        return EXACT_SECONDS
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{ENV_SECONDS} must be a number of seconds, got {text!r}") from None
-    if not value > 0 or not math.isfinite(value):
-        raise ValueError(f"{ENV_SECONDS} must be a positive number of seconds, got {text!r}")
-    return value
+    value = positive_setting(ENV_SECONDS, "seconds")
+    return EXACT_SECONDS if value is None else value
 
 
 def require(what: str, nbytes: float, seconds: float, advice: str = "use monte_carlo(pattern, rounds, reps)") -> None:
