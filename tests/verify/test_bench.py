@@ -67,6 +67,8 @@ def test_training_rows_measure_both_sides():
 
 def test_flower_absent_prints_the_skip_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "flwr", None)          # import flwr → ImportError
+    for name in [m for m in sys.modules if m.startswith("flwr.")]:   # submodules an earlier test imported
+        monkeypatch.delitem(sys.modules, name)
     monkeypatch.delitem(sys.modules, "verify.peers", raising=False)
     monkeypatch.delattr(verify, "peers", raising=False)
     row = bench.flower_ratio(quick=True)
