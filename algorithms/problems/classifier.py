@@ -9,7 +9,10 @@ Following FedSUM eq. (1),
 
 Many client models are evaluated at once with ``torch.func.functional_call`` under
 ``torch.func.vmap`` (clients on the vmapped axis; samples, where many, in chunks of
-``chunk_size`` padded positions per client). Stochastic gradients use mini-batches of
+``chunk_size`` padded positions per client); the local steps' mini-batch gradients run the
+copies as one grouped network instead (``grouped``: the same numbers, 2–4× faster on a CPU),
+and f and ∇f at one point are one weighted pass over the real samples (no padding).
+Stochastic gradients use mini-batches of
 ``batch_size`` samples drawn uniformly **with replacement** from the client's data, on the
 data's device (``ClientData.minibatch``). The network runs in eval mode: Table 2's dropout
 (MNIST net) is the identity, so f_i is a deterministic function of x and the mini-batch is
@@ -26,7 +29,7 @@ import numpy as np
 import torch
 from torch.func import functional_call, grad, vmap
 
-from . import models
+from . import grouped, models
 from .base import ProblemConstants
 from .data import ClientData, ClientDataProblem, digits, dirichlet_partition, synthetic_classification
 from .logistic import _check_batch, _check_nonneg
@@ -110,6 +113,7 @@ class Classifier(ClientDataProblem):
         self._shapes = [tuple(t.shape) for _, t in self._module.named_parameters()]
         self._sizes = [math.prod(s) for s in self._shapes]
         self.dim = sum(self._sizes)
+        self._grouped = grouped.supports(self._module)
         self._x0 = self._initial_point(init_seed)
         self._test = self._held_out(test_features, test_labels)
         self._cache: dict = {}
@@ -284,7 +288,28 @@ class Classifier(ClientDataProblem):
     # -- FederatedProblem -------------------------------------------------------------
     def loss(self, x: torch.Tensor) -> torch.Tensor:
         x = self._check_x(x)
-        return self._over_samples(self._data_loss, (x,), (None,)).mean() + 0.5 * self.reg * (x @ x)
+        return self._pooled_loss(x) + 0.5 * self.reg * (x @ x)
+
+    def full_grad(self, x: torch.Tensor) -> torch.Tensor:
+        """∇f(x) = (1/N) Σ_i ∇f_i(x), from one backward pass of the pooled loss."""
+        x = self._check_x(x)
+        return grad(self._pooled_loss)(x) + self.reg * x
+
+    def _pooled(self):
+        """The real samples of all clients in one array, with weights 1/(N·n_i): f's data part is
+        Σ_j w_j CE_j, one sample at a time, instead of a mean over padded clients."""
+        d = self.data
+        cached = d.__dict__.get("_pooled")
+        if cached is None or cached[0] is not d.X:      # built for these tensors (``to`` makes new ones)
+            real = d.weights > 0
+            cached = d._pooled = (d.X, (d.X[real], d.y[real], d.weights[real] / self.n_clients))
+        return cached[1]
+
+    def _pooled_loss(self, x: torch.Tensor) -> torch.Tensor:
+        """(1/N) Σ_i (1/n_i) Σ_{j∈D_i} CE_j(x), in passes of ``_EVAL_ROWS`` samples."""
+        A, y, w = self._pooled()
+        return sum(self._data_loss(x, A[s:s + _EVAL_ROWS], y[s:s + _EVAL_ROWS], w[s:s + _EVAL_ROWS])
+                   for s in range(0, y.shape[0], _EVAL_ROWS))
 
     def client_grads(self, x: torch.Tensor) -> torch.Tensor:
         x = self._check_x(x)
@@ -299,6 +324,13 @@ class Classifier(ClientDataProblem):
         the client's data; positions drawn for all N clients (``ClientData.batch_positions``)."""
         clients = self._check_X(X, clients)
         A, y = self.data.minibatch(clients, generator, self.batch_size)
+        if self._grouped:
+            with torch.enable_grad():
+                Xg = X.detach().requires_grad_()
+                Z = grouped.grouped_logits(self._module, self._shapes, Xg, A, self.image_shape)
+                ce = torch.logsumexp(Z, -1) - Z.gather(-1, y[..., None])[..., 0]
+                G, = torch.autograd.grad(ce.sum() / self.batch_size, Xg)
+            return G + self.reg * X
         w = torch.full(y.shape, 1.0 / self.batch_size, dtype=self.dtype, device=self.device)
         return vmap(grad(self._data_loss))(X, A, y, w) + self.reg * X
 
