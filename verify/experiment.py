@@ -300,6 +300,42 @@ def tuning_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def ranking(result: ExperimentResult, pattern: str, *, metric: str = "loss", at_round: int | None = None,
+            window: int = 1) -> list[tuple[str, float]]:
+    """The algorithms of ``pattern`` ordered best first by ``metric`` ("loss", lowest first, or
+    "accuracy", highest first), read at the last recorded round ≤ ``at_round`` (default: the
+    last), averaged over the ``window`` recorded points ending there (mini-batch noise makes
+    single points jumpy). A run that stopped counts as worst."""
+    if metric not in ("loss", "accuracy"):
+        raise ValueError(f"metric must be 'loss' or 'accuracy', got {metric!r}")
+    rows = []
+    for (name, p), curve in result.curves.items():
+        if p != pattern:
+            continue
+        values = curve[metric]
+        upto = np.searchsorted(curve["rounds"], np.inf if at_round is None else at_round, side="right")
+        if upto == 0 or values.size < upto:
+            raise ValueError(f"{name} under {pattern} has no {metric} recorded at or before round {at_round}")
+        value = float(np.mean(values[max(0, upto - window):upto]))
+        if (name, p) in result.stopped or not np.isfinite(value):
+            value = np.inf if metric == "loss" else -np.inf
+        rows.append((name, value))
+    if not rows:
+        raise ValueError(f"no runs under pattern {pattern!r}")
+    return sorted(rows, key=lambda r: r[1] if metric == "loss" else -r[1])
+
+
+def rounds_to(result: ExperimentResult, pattern: str, level: float) -> dict[str, int | None]:
+    """Per algorithm of ``pattern``: the first recorded round at which the training loss is at
+    most ``level`` (None if never): "converges fastest" made a number."""
+    out = {}
+    for (name, p), curve in result.curves.items():
+        if p == pattern:
+            hit = np.flatnonzero(curve["loss"] <= level)
+            out[name] = int(curve["rounds"][hit[0]]) if hit.size else None
+    return out
+
+
 def _with_final_model(problem, history, recorded, loss, accuracy, rounds, device):
     """The curves with round T appended: loss and accuracy of the final model x_T."""
     import torch

@@ -212,3 +212,27 @@ def test_bad_tuning_pattern_is_one_line_exit_2():
     done = run_module("experiment", "fedsum", "--tune", "--tune-pattern", "P7")
     assert done.returncode == 2 and "unknown pattern 'P7' (--tune-pattern)" in done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def test_ranking_and_rounds_to_read_the_curves():
+    result = experiment.ExperimentResult({"rounds": 20})
+    rounds = np.array([0, 10, 20])
+    result.curves[("a", "P1")] = {"rounds": rounds, "loss": np.array([2.0, 1.0, 0.5]),
+                                  "accuracy": np.array([0.1, 0.5, 0.8]), "communication": np.zeros(3)}
+    result.curves[("b", "P1")] = {"rounds": rounds, "loss": np.array([2.0, 0.8, 0.6]),
+                                  "accuracy": np.array([0.1, 0.6, 0.7]), "communication": np.zeros(3)}
+    result.curves[("c", "P1")] = {"rounds": rounds, "loss": np.array([2.0, 0.1, np.inf]),
+                                  "accuracy": np.array([0.1, 0.9, np.nan]), "communication": np.zeros(3)}
+    result.curves[("a", "P2")] = result.curves[("a", "P1")]
+    result.stopped[("c", "P1")] = "loss became inf at round 20"
+    assert [n for n, _ in experiment.ranking(result, "P1")] == ["a", "b", "c"]
+    # at round 15 the rows of round 10 count; a run that stopped later is still last
+    assert experiment.ranking(result, "P1", at_round=15) == [("b", 0.8), ("a", 1.0), ("c", float("inf"))]
+    assert experiment.ranking(result, "P1", metric="accuracy", at_round=19)[0][0] == "b"
+    assert experiment.ranking(result, "P1", window=2)[:2] == [("b", pytest.approx(0.7)), ("a", pytest.approx(0.75))]
+    assert experiment.rounds_to(result, "P1", 0.9) == {"a": 20, "b": 10, "c": 10}
+    assert experiment.rounds_to(result, "P2", 0.1) == {"a": None}
+    with pytest.raises(ValueError, match="metric"):
+        experiment.ranking(result, "P1", metric="speed")
+    with pytest.raises(ValueError, match="no runs"):
+        experiment.ranking(result, "P3")
