@@ -21,7 +21,7 @@ import numpy as np
 from ..patterns import Cyclic, OnOffCycles, Pattern, ReshuffledCyclic, Uniform
 from ..patterns.base import check_count
 from ..delays import per_round_delay
-from . import availability, independent, sampling
+from . import availability, independent, reshuffled, sampling
 from ._budget import require
 from .montecarlo import Estimate, MonteCarloResult, monte_carlo
 from .paper_bounds import PaperBound, paper_tau_max_bound
@@ -84,6 +84,8 @@ def exact_tau_max_tail(pattern: Pattern, rounds: int) -> np.ndarray:
         return independent.tau_max_tail(units, f"exact E[τ_max] for {type(pattern).__name__}")
     if isinstance(pattern, OnOffCycles):
         return availability.on_off_tau_max_tail(pattern, rounds)
+    if isinstance(pattern, ReshuffledCyclic) and type(pattern)._generate is ReshuffledCyclic._generate:
+        return reshuffled.reshuffled_tau_max_tail(pattern, rounds)
     raise _no_formula(pattern, "the law of τ_max")
 
 

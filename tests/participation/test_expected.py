@@ -238,13 +238,17 @@ class Custom(Pattern):
 
 @pytest.mark.parametrize("call", [
     lambda: exact_tau_max(Uniform(10, 2), 20),
-    lambda: exact_tau_max(ReshuffledCyclic(10, 2), 20),
     lambda: exact_tau_t(ReshuffledCyclic(10, 3, remainder="drop"), 20),
     lambda: exact_tau_avg(Custom(), 5),
 ])
 def test_no_formula_points_to_monte_carlo(call):
     with pytest.raises(ValueError, match="use monte_carlo"):
         call()
+
+
+def test_reshuffled_chain_too_large_points_to_the_bound_and_monte_carlo():
+    with pytest.raises(ValueError, match=r"use reshuffled_tau_max_bound\(pattern, rounds\) or monte_carlo"):
+        exact_tau_max(ReshuffledCyclic(100, 30, remainder="drop"), 2000)
 
 
 def test_markov_gives_no_paper_bound():
