@@ -44,7 +44,7 @@ def test_drop_with_a_remainder_is_refused(n, s):
         paper_tau_max_bound(pattern, 100)
     message = str(err.value)
     assert "\n" not in message and "Lemma F.3" in message and "remainder='drop'" in message
-    assert "remainder='short'" in message and "monte_carlo" in message
+    assert "remainder='short'" in message and "monte_carlo" in message and "reshuffled_tau_max_bound" in message
 
 
 def test_drop_exceeds_the_lemma_it_was_given():
