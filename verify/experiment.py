@@ -300,6 +300,58 @@ def tuning_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def load_result(path) -> ExperimentResult:
+    """The :class:`ExperimentResult` that :func:`write` saved as ``experiment.json`` (a
+    file or the folder holding it); a file that is not one is a one-line ValueError."""
+    path = Path(path)
+    path = path / "experiment.json" if path.is_dir() else path
+    try:
+        data = json.loads(path.read_text())
+        result = ExperimentResult(dict(data["setting"]), tuning=list(data.get("tuning") or []))
+        for run in data["runs"]:
+            key = (run["algorithm"], run["pattern"])
+            result.curves[key] = {"rounds": np.asarray(run["rounds"], dtype=np.int64), **{
+                k: np.asarray([_float(v) for v in run[k]], dtype=np.float64)
+                for k in ("loss", "accuracy", "communication")}}
+            if run.get("stopped"):
+                result.stopped[key] = run["stopped"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not an experiment.json ({type(exc).__name__}: {exc})") from None
+    return result
+
+
+def _float(value) -> float:
+    """A number as :func:`report.number` wrote it (non-finite values as strings, None as NaN)."""
+    return float("nan") if value is None else float(value)
+
+
+def summary_markdown(result: ExperimentResult, at_rounds=(), window: int = 3, level: float | None = None) -> str:
+    """Markdown tables of a finished experiment: per pattern, the algorithms ranked by training
+    loss (mean of the last ``window`` recorded points) at each of ``at_rounds`` and at the
+    end, with test accuracy beside; and, with ``level``, the first recorded round at which
+    each reached training loss ``level``."""
+    patterns = sorted({p for _, p in result.curves})
+    ends = [*at_rounds, None]
+    lines = []
+    for pattern in patterns:
+        accuracy = dict(ranking(result, pattern, metric="accuracy", window=window))
+        heads = [f"loss at round {r}" if r is not None else "final loss" for r in ends]
+        lines += [f"**{pattern}**", "", "| rank | " + " | ".join(heads) + " | final test accuracy |",
+                  "|---|" + "---|" * len(heads) + "---|"]
+        columns = [ranking(result, pattern, at_round=r, window=window) for r in ends]
+        for k in range(len(columns[0])):
+            cells = [f"{name} {value:.4f}" for name, value in (col[k] for col in columns)]
+            final_name = columns[-1][k][0]
+            lines.append(f"| {k + 1} | " + " | ".join(cells) + f" | {final_name} {accuracy[final_name]:.3f} |")
+        if level is not None:
+            reached = rounds_to(result, pattern, level)
+            order = sorted(reached, key=lambda a: (reached[a] is None, reached[a] or 0, a))
+            lines += ["", f"first round with training loss ≤ {level:g}: " + ", ".join(
+                f"{a} {reached[a] if reached[a] is not None else 'never'}" for a in order)]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
 def ranking(result: ExperimentResult, pattern: str, *, metric: str = "loss", at_round: int | None = None,
             window: int = 1) -> list[tuple[str, float]]:
     """The algorithms of ``pattern`` ordered best first by ``metric`` ("loss", lowest first, or

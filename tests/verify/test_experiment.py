@@ -236,3 +236,25 @@ def test_ranking_and_rounds_to_read_the_curves():
         experiment.ranking(result, "P1", metric="speed")
     with pytest.raises(ValueError, match="no runs"):
         experiment.ranking(result, "P3")
+
+
+def test_a_written_result_loads_back_and_summarises(tmp_path):
+    result = experiment.fedsum_experiment(_tiny(), 4, algorithms=("fedavg", "fedsum"), patterns=("P1", "P2"),
+                                          local_steps=2, eta_l=0.1, record_every=2)
+    result.tuning = [{"eta_0": 0.1, "eta_g": 1.0, "pattern": "P1", "rounds": 4, "loss": 1.0, "accuracy": 0.5,
+                      "chosen": True}]
+    result.stopped[("fedsum", "P2")] = "loss became nan at round 3"
+    experiment.write(result, tmp_path)
+    back = experiment.load_result(tmp_path)
+    assert back.setting == result.setting and back.tuning == result.tuning and back.stopped == result.stopped
+    for key, curve in result.curves.items():
+        for k in curve:
+            assert np.array_equal(back.curves[key][k], curve[k], equal_nan=True)
+    text = experiment.summary_markdown(back, at_rounds=(2,), window=1, level=10.0)
+    assert text.count("| rank | loss at round 2 | final loss | final test accuracy |") == 2
+    assert "first round with training loss ≤ 10: " in text
+    p2 = text[text.index("**P2**"):]
+    assert p2.index("fedavg") < p2.index("fedsum inf")                   # the stopped run ranks last
+    (tmp_path / "experiment.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not an experiment.json"):
+        experiment.load_result(tmp_path)
