@@ -20,7 +20,7 @@ import numpy as np
 import participation
 from participation.delays import per_round_delay
 from participation.expected import monte_carlo
-from participation.patterns import Bernoulli, ReshuffledCyclic
+from participation.patterns import Bernoulli, ReshuffledCyclic, Uniform
 
 PEERS_HINT = "install fedverify[peers]"
 
@@ -136,9 +136,17 @@ def reshuffled_ratio(quick: bool = False) -> Ratio:
                          "epochs", quick)
 
 
+def uniform_ratio(quick: bool = False) -> Ratio:
+    """Case 1 / P1 (N = 100, S = 20) by method "subsets" (the S ids of each round, not an
+    N-wide mask)."""
+    return _family_ratio("Monte-Carlo E[tau_max], uniform sampling (P1, subsets)", "Case 1 (P1), S=20",
+                         Uniform(100, 20), "subsets", quick)
+
+
 def monte_carlo_ratios(quick: bool = False, workers: int = 1) -> list[Ratio]:
-    """Replicate throughput of Monte-Carlo E[τ_max], Case 2 (N=100, p=0.2, T=2000), and
-    Case 4 (N=100, S=20, T=2000) by epochs (:func:`reshuffled_ratio`), Markov clients
+    """Replicate throughput of Monte-Carlo E[τ_max], Case 2 (N=100, p=0.2, T=2000), Case 1
+    (N=100, S=20, T=2000) by subsets (:func:`uniform_ratio`), Case 4 (N=100, S=20, T=2000)
+    by epochs (:func:`reshuffled_ratio`), Markov clients
     (:func:`markov_gaps_ratio`) and P3's time-varying p (:func:`varying_gaps_ratio`)."""
     rounds, n, p = 2000, 100, 0.2
     reps = 100 if quick else 400
@@ -153,7 +161,7 @@ def monte_carlo_ratios(quick: bool = False, workers: int = 1) -> list[Ratio]:
     workload = f"Case 2, N={n}, p={p}, T={rounds}, {reps} replicates"
     ratios = [Ratio("Monte-Carlo E[tau_max], gap sampling", workload, timings["straightforward"], timings["gaps"]),
               Ratio("Monte-Carlo E[tau_max], whole traces", workload, timings["straightforward"], timings["trace"]),
-              reshuffled_ratio(quick), markov_gaps_ratio(quick), varying_gaps_ratio(quick)]
+              uniform_ratio(quick), reshuffled_ratio(quick), markov_gaps_ratio(quick), varying_gaps_ratio(quick)]
     if workers > 1:
         from concurrent.futures import ProcessPoolExecutor
 
