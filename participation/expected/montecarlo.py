@@ -81,9 +81,42 @@ def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, d
         from ._torch_delay import generate, per_round_delay_torch
 
         tau = per_round_delay_torch(generate(pattern, rounds, root, first, count, device), device)
+    elif rounds * pattern.n_clients * count > CHUNK_CELLS:
+        return _streamed_trace_delays(pattern, rounds, root, first, count)
     else:
         tau = per_round_delay(pattern.sample_batch(rounds, count, root, first_replicate=first))
     return tau.max(axis=1), tau.mean(axis=1)
+
+
+def stream_window(n_clients: int, count: int = 1) -> int:
+    """Rounds per window when the traces of a chunk are too large to hold at once: a
+    multiple of ``BLOCK`` with at most ``CHUNK_CELLS`` cells per window (at least one block)."""
+    return max(BLOCK, CHUNK_CELLS // (n_clients * count) // BLOCK * BLOCK)
+
+
+def _streamed_trace_delays(pattern: Pattern, rounds: int, root, first: int, count: int):
+    """τ_max and τ_avg of replicates first..first+count−1, their traces generated and consumed
+    a window of rounds at a time (``pattern.sample_batch(..., start=)`` gives the same rounds
+    as one call), carrying a_{i,t} (FedSUM eqs. (2)–(3)) across windows: memory O(N·count +
+    one window) instead of O(T·N·count), the same numbers as the whole traces."""
+    n = pattern.n_clients
+    window = stream_window(n, count)
+    last = np.full((count, n), -1, dtype=np.int32)
+    tau_max = np.zeros(count, dtype=np.int64)
+    tau_sum = np.zeros(count, dtype=np.int64)
+    for start in range(0, rounds, window):
+        stop = min(rounds, start + window)
+        mask = pattern.sample_batch(stop - start, count, root, start=start, first_replicate=first)
+        t = np.arange(start, stop, dtype=np.int32)
+        a = np.where(mask, t[None, :, None], np.int32(-1))
+        del mask
+        np.maximum(a[:, 0], last, out=a[:, 0])
+        np.maximum.accumulate(a, axis=1, out=a)
+        tau = t[None, :].astype(np.int64) - a.min(axis=2)
+        np.maximum(tau_max, tau.max(axis=1), out=tau_max)
+        tau_sum += tau.sum(axis=1)
+        last = a[:, -1].copy()
+    return tau_max, tau_sum / rounds
 
 
 def _run_chunk(args):
@@ -200,6 +233,11 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
         need = _epochs.chunk_bytes(pattern, largest)
     elif method == "subsets":
         need = _subsets.chunk_bytes(pattern, rounds, largest)
+    elif device is None and rounds * pattern.n_clients * largest > CHUNK_CELLS:
+        # streamed: one window of masks (1 byte a cell), its a_{i,t} (4), the uniforms of a block, the carry
+        n = pattern.n_clients
+        cells = stream_window(n, largest) * n * largest
+        need = cells * (1 + 4 + 8) + largest * BLOCK * n * 8 + largest * n * 8
     else:  # the masks of a chunk, their uniforms (one block of rounds) and the delay kernel's packed copies
         n = pattern.n_clients
         need = largest * rounds * (n + 32 * -(-n // 64) + 16) + largest * BLOCK * n * 8
