@@ -424,9 +424,15 @@ def estimate_seconds(problem, rounds: int, algorithms=ALGORITHMS, patterns=PATTE
     return per_run * len(tuple(algorithms)) * len(tuple(patterns))
 
 
-def plot(result: ExperimentResult, path) -> Path:
-    """Fig. 1a/1b: loss and test accuracy against rounds (top) and against models sent (bottom)."""
+def plot(result: ExperimentResult, path, from_round: int = 0) -> Path:
+    """Fig. 1a/1b: loss and test accuracy against rounds (top) and against models sent (bottom);
+    with ``from_round``, only the recorded rounds from there on (FedSUM Fig. 8 shows the last
+    160 rounds, where the curves separate)."""
     patterns = sorted({p for _, p in result.curves})
+    if from_round:
+        result = ExperimentResult(result.setting, stopped=result.stopped, curves={
+            key: {k: v[curve["rounds"] >= from_round] if v.size else v for k, v in curve.items()}
+            for key, curve in result.curves.items()})
     fig, axes = figure(4, len(patterns), size=(4.2, 2.7))
     panels = (("rounds", "loss", "round", "training loss"), ("rounds", "accuracy", "round", "test accuracy"),
               ("communication", "loss", "models sent", "training loss"),

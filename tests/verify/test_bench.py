@@ -52,9 +52,16 @@ def test_bench_quick_prints_every_row(monkeypatch, capsys):
     assert main(["bench", "--quick"]) == 0
     out = capsys.readouterr().out
     for row in ("delay metrics:", "Monte-Carlo E[tau_max], gap sampling:", "Monte-Carlo E[tau_max], whole traces:",
-                "training rounds, FedAvg:", "training rounds, FedSUM:", "FedAvg vs Flower:", "GPU:"):
+                "training rounds, FedAvg:", "training rounds, FedSUM:", "local steps, MNIST CNN:", "FedAvg vs Flower:",
+                "GPU:"):
         assert sum(line.startswith(row) for line in out.splitlines()) == 1, row
     assert out.startswith("fedverify bench --quick:")
+
+
+def test_cnn_row_measures_equal_work():
+    row = bench.cnn_local_step_ratio(quick=True, clients=3, batch=2, steps=1)
+    assert row.baseline == "vmap(grad)" and row.baseline_seconds > 0 and row.fast_seconds > 0
+    assert float(row.note.split()[3]) < 1e-4                   # the same gradients, to float32 rounding
 
 
 def test_training_rows_measure_both_sides():
