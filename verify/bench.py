@@ -20,7 +20,7 @@ import numpy as np
 import participation
 from participation.delays import per_round_delay
 from participation.expected import monte_carlo
-from participation.patterns import Bernoulli, ReshuffledCyclic, Uniform
+from participation.patterns import Bernoulli, ReshuffledCyclic, Sine, Uniform
 
 PEERS_HINT = "install fedverify[peers]"
 
@@ -143,6 +143,28 @@ def uniform_ratio(quick: bool = False) -> Ratio:
                          Uniform(100, 20), "subsets", quick)
 
 
+def sine_ratio(quick: bool = False) -> Ratio:
+    """FedAWE's sine trajectory, p_i(t) = clip((a sin(2πt/20) + b) p_i, 0, 1), for N = 100 clients
+    with base probabilities p_i evenly spaced in [0.1, 0.5] and a = b = 0.5 (chosen here), by
+    the method "auto" picks (whole traces: per-client time-varying p leave "gaps" with as many
+    points as cells)."""
+    pattern = Sine.fedawe(np.linspace(0.1, 0.5, 100), 0.5, 0.5)
+    return _family_ratio("Monte-Carlo E[tau_max], FedAWE sine (auto)", "Sine.fedawe p_i in [0.1, 0.5], a=b=0.5",
+                         pattern, "auto", quick)
+
+
+def biased_ratio(quick: bool = False) -> Ratio:
+    """FedSUM App. H.8's biased groups (N = 100) by method "gaps"."""
+    return _family_ratio("Monte-Carlo E[tau_max], biased groups (H.8, gaps)", "H8", participation.preset("H8"),
+                         "gaps", quick)
+
+
+def clustered_markov_ratio(quick: bool = False) -> Ratio:
+    """CA-Fed's spatial correlation (10 clusters of 10 clients sharing a chain) by method "gaps"."""
+    return _family_ratio("Monte-Carlo E[tau_max], clustered Markov (gaps)", "cafed-spatial",
+                         participation.preset("cafed-spatial"), "gaps", quick)
+
+
 def monte_carlo_ratios(quick: bool = False, workers: int = 1) -> list[Ratio]:
     """Replicate throughput of Monte-Carlo E[τ_max], Case 2 (N=100, p=0.2, T=2000), Case 1
     (N=100, S=20, T=2000) by subsets (:func:`uniform_ratio`), Case 4 (N=100, S=20, T=2000)
@@ -161,7 +183,8 @@ def monte_carlo_ratios(quick: bool = False, workers: int = 1) -> list[Ratio]:
     workload = f"Case 2, N={n}, p={p}, T={rounds}, {reps} replicates"
     ratios = [Ratio("Monte-Carlo E[tau_max], gap sampling", workload, timings["straightforward"], timings["gaps"]),
               Ratio("Monte-Carlo E[tau_max], whole traces", workload, timings["straightforward"], timings["trace"]),
-              uniform_ratio(quick), reshuffled_ratio(quick), markov_gaps_ratio(quick), varying_gaps_ratio(quick)]
+              uniform_ratio(quick), reshuffled_ratio(quick), markov_gaps_ratio(quick), clustered_markov_ratio(quick),
+              varying_gaps_ratio(quick), sine_ratio(quick), biased_ratio(quick)]
     if workers > 1:
         from concurrent.futures import ProcessPoolExecutor
 

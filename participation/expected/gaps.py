@@ -787,6 +787,11 @@ class VaryingProbabilities:
 #: "auto" takes the sampler when it draws at most this many points per round and client (each costs
 #: about 2.5 times a cell of a whole trace: P3, with 0.19 a cell, ran 2.5 times faster than "trace").
 VARYING_AUTO_DENSITY = 0.3
+#: ... and when the clients share at most this many distinct probability sequences: each costs a
+#: pass of its own (FedAWE's sine, p_i(t) = clip((sin(2πt/20)/2 + 1/2) p_i, 0, 1), 50 replicates
+#: of T = 2000, N = 100 with k distinct p_i: "gaps" 0.36 s to 3.2 s for k = 1 to 100, "trace" about
+#: 1.5 s throughout; they cross near k = 20).
+VARYING_AUTO_GROUPS = 16
 
 
 def varying_applies(pattern: Pattern, rounds: int) -> bool:

@@ -26,7 +26,8 @@ from . import epochs as _epochs
 from . import subsets as _subsets
 from .gaps import (MarkovChains, VaryingProbabilities, constant_probabilities, gap_chunk, gap_chunk_bytes,
                    gap_chunk_size, markov_chains, markov_chunk, markov_chunk_bytes, markov_chunk_size, varying_chunk,
-                   varying_chunk_bytes, varying_chunk_size, varying_probabilities, varying_applies, VARYING_AUTO_DENSITY)
+                   varying_chunk_bytes, varying_chunk_size, varying_probabilities, varying_applies, VARYING_AUTO_DENSITY,
+                   VARYING_AUTO_GROUPS)
 
 #: Cells (rounds × clients × replicates) generated per chunk.
 CHUNK_CELLS = 1 << 24
@@ -164,8 +165,9 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     its samples differ from ``"trace"``'s but have the same law; N = 100, S = 20, T = 2000:
     about 4 times ``"trace"``, 5 times one trace at a time); ``"auto"`` picks ``"gaps"``,
     ``"epochs"`` or ``"subsets"`` when it applies and no device is given (for time-varying
-    probabilities only when at most ``VARYING_AUTO_DENSITY`` points a cell are drawn and the
-    probabilities take at most half the memory limit).
+    probabilities only when at most ``VARYING_AUTO_DENSITY`` points a cell are drawn, the clients
+    share at most ``VARYING_AUTO_GROUPS`` distinct probability sequences and the probabilities
+    take at most half the memory limit).
 
     The memory of one chunk is estimated before anything is drawn; more than
     ``participation.trace.memory_limit()`` (``FEDVERIFY_MEMORY_GB``, else half the
@@ -201,8 +203,9 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
             require_memory(table, f"the probabilities of {rounds} rounds × {pattern.n_clients} clients (method 'gaps')")
         if method == "gaps" or 2 * table <= memory_limit():
             p = varying_probabilities(pattern, rounds)
-            if method == "auto" and p is not None and p.columns > VARYING_AUTO_DENSITY * rounds * pattern.n_clients:
-                p = None  # dense: whole traces are cheaper
+            if method == "auto" and p is not None and (p.columns > VARYING_AUTO_DENSITY * rounds * pattern.n_clients
+                                                       or len(p.clients) > VARYING_AUTO_GROUPS):
+                p = None  # dense, or many distinct sequences: whole traces are cheaper
     gaps_apply = p is not None
     if method == "gaps" and not gaps_apply:
         raise ValueError("method='gaps' needs independent clients or Markov chains, and no device")

@@ -134,3 +134,22 @@ def test_constant_and_markov_unchanged():
         for key, suffix in (("tau_max", "max"), ("tau_avg", "avg")):
             digest = hashlib.sha256(np.ascontiguousarray(result.samples[key]).tobytes()).hexdigest()[:32]
             assert digest == SAVED[f"{name}_{suffix}"], (name, key)
+
+
+def test_auto_leaves_many_distinct_sequences_to_whole_traces():
+    """Per-client time-varying p cost the sampler a pass per distinct sequence: with 40
+    distinct ones "auto" runs whole traces (the same replicates as method "trace"), with 2 the
+    sampler (not the same replicates)."""
+    import numpy as np
+
+    from participation.expected import monte_carlo
+    from participation.expected.gaps import VARYING_AUTO_GROUPS
+    from participation.patterns import Sine
+
+    many = Sine.fedawe(np.linspace(0.1, 0.5, 40), 0.5, 0.5)
+    few = Sine.fedawe(np.repeat([0.2, 0.4], 20), 0.5, 0.5)
+    assert VARYING_AUTO_GROUPS < 40
+    for pattern, same in ((many, True), (few, False)):
+        auto = monte_carlo(pattern, 300, 5, seed=1, keep_samples=True, progress=False)
+        trace = monte_carlo(pattern, 300, 5, seed=1, keep_samples=True, progress=False, method="trace")
+        assert np.array_equal(auto.samples["tau_avg"], trace.samples["tau_avg"]) == same
