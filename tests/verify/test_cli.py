@@ -90,12 +90,6 @@ def test_corrupt_trace_file_is_one_line(tmp_path):
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "bad.npz" in result.stderr
 
 
-def test_bench_quick_reports_ratio(capsys):
-    assert main(["bench", "--quick"]) == 0
-    out = capsys.readouterr().out
-    assert "delay metrics:" in out and "Monte-Carlo E[tau_max], gap sampling:" in out
-
-
 def assert_one_line_error(result, *fragments):
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
