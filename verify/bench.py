@@ -131,9 +131,9 @@ def varying_gaps_ratio(quick: bool = False) -> Ratio:
 
 
 def reshuffled_ratio(quick: bool = False) -> Ratio:
-    """Case 4 (N = 100, S = 20) by method "epochs"."""
-    return _family_ratio("Monte-Carlo E[tau_max], reshuffled cyclic (epochs)", "Case 4, S=20", ReshuffledCyclic(100, 20),
-                         "epochs", quick)
+    """Case 4 (N = 100, S = 20) by method "shifts" (E − 1 chain draws an epoch)."""
+    return _family_ratio("Monte-Carlo E[tau_max], reshuffled cyclic (shifts)", "Case 4, S=20", ReshuffledCyclic(100, 20),
+                         "shifts", quick)
 
 
 def uniform_ratio(quick: bool = False) -> Ratio:
@@ -168,7 +168,7 @@ def clustered_markov_ratio(quick: bool = False) -> Ratio:
 def monte_carlo_ratios(quick: bool = False, workers: int = 1) -> list[Ratio]:
     """Replicate throughput of Monte-Carlo E[τ_max], Case 2 (N=100, p=0.2, T=2000), Case 1
     (N=100, S=20, T=2000) by subsets (:func:`uniform_ratio`), Case 4 (N=100, S=20, T=2000)
-    by epochs (:func:`reshuffled_ratio`), Markov clients
+    by shifts (:func:`reshuffled_ratio`), Markov clients
     (:func:`markov_gaps_ratio`) and P3's time-varying p (:func:`varying_gaps_ratio`)."""
     rounds, n, p = 2000, 100, 0.2
     reps = 100 if quick else 400

@@ -5,7 +5,7 @@ its randomness is keyed by (seed, r) alone, so the result is the same whatever t
 size, the executor or its number of workers, and any replicate can be regenerated on
 its own. Each chunk of replicates is generated in one vectorised call and its delays
 computed by the bit-packed kernel of :func:`participation.delays.per_round_delay`. The
-specialised methods ("gaps", "epochs", "subsets") key their own streams by (seed, r) in the
+specialised methods ("gaps", "shifts", "epochs", "subsets") key their own streams by (seed, r) in the
 same way.
 """
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ..patterns.base import check_count
 from ..patterns.sampling import EPOCH_BLOCK
 from ..budget import memory_limit, require_memory
 from . import epochs as _epochs
+from . import shifts as _shifts
 from . import subsets as _subsets
 from .gaps import (MarkovChains, VaryingProbabilities, constant_probabilities, gap_chunk, gap_chunk_bytes,
                    gap_chunk_size, markov_chains, markov_chunk, markov_chunk_bytes, markov_chunk_size, varying_chunk,
@@ -76,6 +77,8 @@ def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, d
         return gap_chunk(p, rounds, root, first, count)
     if method == "epochs":
         return _epochs.epoch_chunk(pattern, rounds, root, first, count)
+    if method == "shifts":
+        return _shifts.shift_chunk(pattern, rounds, root, first, count)
     if method == "subsets":
         return _subsets.subset_chunk(pattern, rounds, root, first, count)
     if device is not None:
@@ -124,6 +127,9 @@ def _run_chunk(args):
     return _chunk_delays(*args)
 
 
+#: The values of ``monte_carlo``'s ``method``.
+METHODS = ("auto", "trace", "gaps", "shifts", "epochs", "subsets")
+
 #: With a target precision, the replicate counts at which the standard errors are looked at:
 #: FIRST_CHECK, 2·FIRST_CHECK, 4·FIRST_CHECK, … (fixed, so the stopping point, and hence the
 #: result, does not depend on the chunk size or the workers).
@@ -158,13 +164,17 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     of ``pattern.probabilities(0, rounds)``; P3 at N = 100, T = 2000: 2.5 times "trace"); ``"epochs"`` (``ReshuffledCyclic``
     only, no device) draws only each epoch's order, exactly as the pattern does, and derives
     every τ_t from the orders (:mod:`.epochs`), giving the same replicates as ``"trace"``;
+    ``"shifts"`` (``ReshuffledCyclic`` where every client joins once an epoch, no device) draws
+    E − 1 values an epoch from an exact Markov chain for the oldest previous-epoch round
+    still to come (:mod:`.shifts`; O(E²) an epoch instead of O(N log N), other samples of the
+    same law; N = 100, S = 20, T = 2000: about 20 times one trace at a time);
     ``"subsets"`` (``Uniform``, FedSUM Case 1, only, no device) draws only the S ids of each
     round, exactly (Floyd's algorithm, vectorised over rounds and replicates, or
     ``Generator.choice`` row by row when S and N are large), and derives τ_max and τ_avg from
     one backward pass over the rounds in O(T·S) per replicate instead of O(T·N) (:mod:`.subsets`;
     its samples differ from ``"trace"``'s but have the same law; N = 100, S = 20, T = 2000:
     about 4 times ``"trace"``, 5 times one trace at a time); ``"auto"`` picks ``"gaps"``,
-    ``"epochs"`` or ``"subsets"`` when it applies and no device is given (for time-varying
+    ``"shifts"``, ``"epochs"`` or ``"subsets"`` when it applies and no device is given (for time-varying
     probabilities only when at most ``VARYING_AUTO_DENSITY`` points a cell are drawn, the clients
     share at most ``VARYING_AUTO_GROUPS`` distinct probability sequences and the probabilities
     take at most half the memory limit).
@@ -191,8 +201,8 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     if any(not 0 <= q <= 1 for q in quantiles):
         raise ValueError(f"quantiles must lie in [0, 1], got {quantiles}")
     root = seed_sequence(seed)
-    if method not in ("auto", "trace", "gaps", "epochs", "subsets"):
-        raise ValueError(f"method must be 'auto', 'trace', 'gaps', 'epochs' or 'subsets', got {method!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
     p = constant_probabilities(pattern, rounds) if device is None else None
     if p is None and device is None:
         p = markov_chains(pattern)  # independent two-state chains: their gaps, by alternating runs
@@ -212,11 +222,16 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     epochs_apply = device is None and _epochs.applies(pattern)
     if method == "epochs" and not epochs_apply:
         raise ValueError("method='epochs' needs a ReshuffledCyclic pattern and no device")
+    shifts_apply = device is None and _shifts.applies(pattern)
+    if method == "shifts" and not shifts_apply:
+        raise ValueError("method='shifts' needs a ReshuffledCyclic pattern where every client joins once an epoch "
+                         f"(remainder='short' or S | N) of at most {_shifts.MAX_EPOCH_ROUNDS} rounds, and no device")
     subsets_apply = device is None and _subsets.applies(pattern)
     if method == "subsets" and not subsets_apply:
         raise ValueError("method='subsets' needs a Uniform pattern and no device")
     if method == "auto":
-        method = ("gaps" if gaps_apply else "epochs" if epochs_apply else "subsets" if subsets_apply else "trace")
+        method = ("gaps" if gaps_apply else "shifts" if shifts_apply else "epochs" if epochs_apply
+                  else "subsets" if subsets_apply else "trace")
     if chunk_size is not None:
         size = check_count(chunk_size, "chunk_size")
     elif method == "gaps":
@@ -224,6 +239,8 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
                 varying_chunk_size if isinstance(p, VaryingProbabilities) else gap_chunk_size)(p, rounds)
     elif method == "epochs":
         size = max(1, CHUNK_CELLS // (EPOCH_BLOCK * pattern.n_clients * 4))
+    elif method == "shifts":
+        size = _shifts.chunk_size(pattern, rounds)
     elif method == "subsets":
         size = _subsets.chunk_size(pattern, rounds)
     else:
@@ -234,6 +251,8 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
                 varying_chunk_bytes if isinstance(p, VaryingProbabilities) else gap_chunk_bytes)(p, rounds, largest)
     elif method == "epochs":
         need = _epochs.chunk_bytes(pattern, largest)
+    elif method == "shifts":
+        need = _shifts.chunk_bytes(pattern, rounds, largest)
     elif method == "subsets":
         need = _subsets.chunk_bytes(pattern, rounds, largest)
     elif device is None and rounds * pattern.n_clients * largest > CHUNK_CELLS:

@@ -233,7 +233,7 @@ def test_subsets_refused_where_it_does_not_apply(pattern, kwargs):
     ((10, 5), {"confidence": 1.0}, "confidence must lie in"),
     ((10, 5), {"quantiles": (1.5,)}, "quantiles must lie in"),
     ((10, 5), {"seed": -1}, "seed must be a non-negative integer"),
-    ((10, 5), {"method": "subset"}, "method must be 'auto', 'trace', 'gaps', 'epochs' or 'subsets'"),
+    ((10, 5), {"method": "subset"}, "method must be one of 'auto', 'trace', 'gaps', 'shifts', 'epochs', 'subsets'"),
 ])
 def test_bad_input_still_raises(args, kwargs, match):
     kwargs = {"method": "subsets", "seed": 0, **kwargs}
