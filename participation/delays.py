@@ -55,22 +55,44 @@ def per_round_delay(x) -> np.ndarray:
     mask = as_mask(x, batch=True)
     batch, (rounds, n) = mask.shape[:-2], mask.shape[-2:]
     words = _packed_rows(mask)
-    levels = [words]  # levels[j][..., s, :] = OR of padded rows s−2^j+1 .. s
-    while not (np.bitwise_and.reduce(levels[-1], axis=-1) == _ALL_ONES).all():
+    n_words = words.shape[-1]
+    # planes[r, k, s]: word k of padded row s of replicate r, each word's rows contiguous
+    planes = np.ascontiguousarray(words.reshape(-1, rounds + 1, n_words).transpose(0, 2, 1))
+    levels = [planes]  # levels[j][r, k, s] = OR of padded rows s−2^j+1 .. s
+    while not _covers_all(levels[-1]).all():
         span = 1 << (len(levels) - 1)
-        wider = levels[-1].copy()
-        wider[..., span:, :] |= levels[-1][..., :-span, :]
-        wider[..., :span, :] = _ALL_ONES  # such windows reach the virtual row −1
+        last, wider = levels[-1], np.empty_like(levels[-1])
+        np.bitwise_or(last[..., span:], last[..., :-span], out=wider[..., span:])
+        wider[..., :span] = _ALL_ONES  # such windows reach the virtual row −1
         levels.append(wider)
-    end = np.arange(rounds + 1)
-    delay = np.zeros(batch + (rounds + 1,), dtype=np.int64)
-    covered = np.zeros_like(words)  # OR of the rows of the window accepted so far
+    rows = planes.shape[0]
+    index = np.int32 if planes.size < 2**31 else np.int64
+    # flat index of (replicate r, word 0, row s): a window's words are gathered by np.take
+    row_start = (np.arange(rows, dtype=index) * index(n_words * (rounds + 1)))[:, None]
+    end = row_start + np.arange(rounds + 1, dtype=index)[None, :]
+    delay = np.zeros((rows, rounds + 1), dtype=index)
+    covered = np.zeros((rows, n_words, rounds + 1), dtype=np.uint64)  # OR of the rows of the window accepted so far
     for j in range(len(levels) - 2, -1, -1):
-        candidate = covered | np.take_along_axis(levels[j], (end - delay)[..., None], axis=-2)
-        missing = np.bitwise_and.reduce(candidate, axis=-1) != _ALL_ONES
-        covered = np.where(missing[..., None], candidate, covered)
-        delay += missing.astype(np.int64) << j
-    return delay[..., 1:]
+        at = end - delay
+        flat = levels[j].reshape(-1)
+        candidate = np.empty_like(covered)
+        for k in range(n_words):
+            np.take(flat, at + k * (rounds + 1), out=candidate[:, k])
+        candidate |= covered
+        missing = ~_covers_all(candidate)
+        np.copyto(covered, candidate, where=missing[:, None, :])
+        delay += missing.astype(index) << index(j)
+    return delay.reshape(batch + (rounds + 1,))[..., 1:].astype(np.int64)
+
+
+def _covers_all(planes: np.ndarray) -> np.ndarray:
+    """Whether every client's bit is set, for each row of ``planes`` (rows, words, T + 1)."""
+    if planes.shape[1] == 1:
+        return planes[:, 0] == _ALL_ONES
+    both = np.bitwise_and(planes[:, 0], planes[:, 1])
+    for k in range(2, planes.shape[1]):
+        both &= planes[:, k]
+    return both == _ALL_ONES
 
 
 def _packed_rows(mask: np.ndarray) -> np.ndarray:
