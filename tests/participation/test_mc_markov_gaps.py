@@ -66,6 +66,23 @@ def test_distribution_matches_trace(pattern, rounds):
         assert stats.ks_2samp(gaps.samples[name], trace.samples[name]).pvalue > 1e-3, name
 
 
+@pytest.mark.parametrize("pattern, rounds", [CASES[2], CASES[4]])
+def test_chains_drawn_short_at_first_keep_the_law(pattern, rounds, monkeypatch):
+    """With far too few pairs drawn at first, every chain goes through the extension, batch
+    after batch; the law must not change."""
+    import participation.expected.gaps as gaps_module
+
+    monkeypatch.setattr(gaps_module, "MARKOV_SPREAD", -1e9)   # one pair a chain at first (the minimum)
+    gaps_module._markov_plan_cached.cache_clear()
+    try:
+        short = monte_carlo(pattern, rounds, 4000, seed=13, method="gaps", keep_samples=True, progress=False)
+    finally:
+        gaps_module._markov_plan_cached.cache_clear()
+    for name, exact in (("tau_max", exact_tau_max(pattern, rounds)), ("tau_avg", exact_tau_avg(pattern, rounds))):
+        estimate = getattr(short, name)
+        assert abs(estimate.mean - float(exact)) <= 4 * estimate.stderr + 1e-12, (name, estimate, exact)
+
+
 def test_bernoulli_gaps_unchanged():
     """Values of the committed Bernoulli gap sampler (seed 7, 64 replicates)."""
     expected = [
