@@ -829,9 +829,10 @@ def varying_applies(pattern: Pattern, rounds: int) -> bool:
     return isinstance(pattern, IndependentPattern) and (pattern.horizon is None or rounds <= pattern.horizon)
 
 
-def varying_probabilities(pattern: Pattern, rounds: int) -> VaryingProbabilities | None:
+def varying_probabilities(pattern: Pattern, rounds: int, max_groups: int | None = None) -> VaryingProbabilities | None:
     """The groups of an independent pattern over ``rounds`` rounds (``pattern.probabilities(0, T)``,
-    read once), or None if ``pattern`` is not independent or is not defined for that many rounds."""
+    read once), or None if ``pattern`` is not independent, is not defined for that many rounds,
+    or has more than ``max_groups`` distinct probability sequences (counted before any table is built)."""
     if not varying_applies(pattern, rounds):
         return None
     p = np.asarray(pattern.probabilities(0, rounds), dtype=float)
@@ -843,6 +844,8 @@ def varying_probabilities(pattern: Pattern, rounds: int) -> VaryingProbabilities
     else:
         columns, labels = np.unique(p.T, axis=0, return_inverse=True)
         labels = labels.ravel()
+    if max_groups is not None and len(columns) > max_groups:
+        return None
     hazard, certain, clients, draws = [], [], [], []
     for g, column in enumerate(columns):
         sure = column >= 1.0

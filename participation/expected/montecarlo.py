@@ -68,7 +68,8 @@ class MonteCarloResult:
     samples: dict[str, np.ndarray] | None = field(default=None, repr=False)
 
 
-def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, device=None, method: str = "trace", p=None):
+def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, device=None, method: str = "trace", p=None,
+                  on_window=None):
     if method == "gaps":
         if isinstance(p, MarkovChains):
             return markov_chunk(p, rounds, root, first, count)
@@ -86,7 +87,7 @@ def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, d
 
         tau = per_round_delay_torch(generate(pattern, rounds, root, first, count, device), device)
     elif rounds * pattern.n_clients * count > CHUNK_CELLS:
-        return _streamed_trace_delays(pattern, rounds, root, first, count)
+        return _streamed_trace_delays(pattern, rounds, root, first, count, on_window)
     else:
         tau = per_round_delay(pattern.sample_batch(rounds, count, root, first_replicate=first))
     return tau.max(axis=1), tau.mean(axis=1)
@@ -98,11 +99,17 @@ def stream_window(n_clients: int, count: int = 1) -> int:
     return max(BLOCK, CHUNK_CELLS // (n_clients * count) // BLOCK * BLOCK)
 
 
-def _streamed_trace_delays(pattern: Pattern, rounds: int, root, first: int, count: int):
+def streamed(pattern: Pattern, rounds: int, count: int) -> bool:
+    """Whether method "trace" streams the traces of a chunk of ``count`` replicates in windows."""
+    return rounds * pattern.n_clients * count > CHUNK_CELLS
+
+
+def _streamed_trace_delays(pattern: Pattern, rounds: int, root, first: int, count: int, on_window=None):
     """τ_max and τ_avg of replicates first..first+count−1, their traces generated and consumed
     a window of rounds at a time (``pattern.sample_batch(..., start=)`` gives the same rounds
     as one call), carrying a_{i,t} (FedSUM eqs. (2)–(3)) across windows: memory O(N·count +
-    one window) instead of O(T·N·count), the same numbers as the whole traces."""
+    one window) instead of O(T·N·count), the same numbers as the whole traces. ``on_window``
+    (if given) is called with the number of rounds of each window once it is done."""
     n = pattern.n_clients
     window = stream_window(n, count)
     last = np.full((count, n), -1, dtype=np.int32)
@@ -120,6 +127,8 @@ def _streamed_trace_delays(pattern: Pattern, rounds: int, root, first: int, coun
         np.maximum(tau_max, tau.max(axis=1), out=tau_max)
         tau_sum += tau.sum(axis=1)
         last = a[:, -1].copy()
+        if on_window is not None:
+            on_window(stop - start)
     return tau_max, tau_sum / rounds
 
 
@@ -212,10 +221,9 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
         if method == "gaps":
             require_memory(table, f"the probabilities of {rounds} rounds × {pattern.n_clients} clients (method 'gaps')")
         if method == "gaps" or 2 * table <= memory_limit():
-            p = varying_probabilities(pattern, rounds)
-            if method == "auto" and p is not None and (p.columns > VARYING_AUTO_DENSITY * rounds * pattern.n_clients
-                                                       or len(p.clients) > VARYING_AUTO_GROUPS):
-                p = None  # dense, or many distinct sequences: whole traces are cheaper
+            p = varying_probabilities(pattern, rounds, None if method == "gaps" else VARYING_AUTO_GROUPS)
+            if method == "auto" and p is not None and p.columns > VARYING_AUTO_DENSITY * rounds * pattern.n_clients:
+                p = None  # dense (or, above, many distinct sequences): whole traces are cheaper
     gaps_apply = p is not None
     if method == "gaps" and not gaps_apply:
         raise ValueError("method='gaps' needs independent clients or Markov chains, and no device")
@@ -255,7 +263,7 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
         need = _shifts.chunk_bytes(pattern, rounds, largest)
     elif method == "subsets":
         need = _subsets.chunk_bytes(pattern, rounds, largest)
-    elif device is None and rounds * pattern.n_clients * largest > CHUNK_CELLS:
+    elif device is None and streamed(pattern, rounds, largest):
         # streamed: one window of masks (1 byte a cell), its a_{i,t} (4), the uniforms of a block, the carry
         n = pattern.n_clients
         cells = stream_window(n, largest) * n * largest
@@ -266,22 +274,33 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     require_memory(need, f"Monte-Carlo over {rounds} rounds × {pattern.n_clients} clients "
                          f"({largest} replicate{'s' if largest > 1 else ''} at a time, method {method!r})")
     tau_max, tau_avg = _replicates(pattern, rounds, root, _first, _first + reps, size, device, method, p, executor,
-                                   progress if progress is not None else reps > size, "Monte-Carlo chunks")
+                                   progress if progress is not None else
+                                   reps > size or (method == "trace" and device is None and streamed(pattern, rounds, size)),
+                                   "Monte-Carlo chunks")
     samples = {"tau_max": tau_max, "tau_avg": tau_avg} if keep_samples else None
     return MonteCarloResult(Estimate.from_samples(tau_max, confidence, quantiles),
                             Estimate.from_samples(tau_avg, confidence, quantiles), reps, rounds, samples)
 
 
 def _replicates(pattern, rounds, root, first, last, size, device, method, p, executor, show, desc):
-    """τ_max and τ_avg of replicates first..last−1, in chunks of ``size`` (aligned to multiples of it)."""
+    """τ_max and τ_avg of replicates first..last−1, in chunks of ``size`` (aligned to multiples of it).
+
+    Without an executor, traces streamed in windows (long horizons) move the bar a window of
+    rounds at a time, so that a run of a few huge replicates shows its progress and time left."""
     starts = list(range(first, last, size))
     jobs = [(pattern, rounds, root, a, min(size, last - a), device, method, p) for a in starts]
-    results = executor.map(_run_chunk, jobs) if executor is not None else map(_run_chunk, jobs)
-    if show:
+    if show and executor is None and method == "trace" and device is None and streamed(pattern, rounds, size):
         from tqdm.auto import tqdm
 
-        results = tqdm(results, total=len(jobs), desc=desc, leave=False)
-    parts = list(results)
+        with tqdm(total=len(jobs) * rounds, desc=desc, unit="round", unit_scale=True, leave=False) as bar:
+            parts = [_chunk_delays(*job, on_window=bar.update) for job in jobs]
+    else:
+        results = executor.map(_run_chunk, jobs) if executor is not None else map(_run_chunk, jobs)
+        if show:
+            from tqdm.auto import tqdm
+
+            results = tqdm(results, total=len(jobs), desc=desc, leave=False)
+        parts = list(results)
     return np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts])
 
 
