@@ -56,6 +56,9 @@ _WORD_BLOCK = 256
 _GAP_STREAM, _EXTRA_STREAM, _SEGMENT_STREAM = 0x6A9, 0x6AB, 0x6AA
 #: Largest S table (entries); a group needing more draws every gap (H = 1).
 _MAX_TABLE = 1 << 22
+#: Most multiply-adds the S tables' filters may take (about 0.1 s): a larger H is not considered
+#: (P2 at N = 10^4, T = 100 had chosen H = 3155 for 1.28 M-entry tables, 5 s to build for 2 µs of draws).
+_MAX_FILTER_WORK = 1 << 27
 #: Relative cost of one unresolved round (its refinement walks short-gap paths), in drawn long intervals.
 _REFINE_COST = 2e5
 #: S ≥ cap is drawn by walking the path once V(cap) = P(S ≥ cap) falls below this.
@@ -139,7 +142,10 @@ def _tilt(p: float, threshold: int) -> float:
     high = math.log1p(rho / p)
     if threshold == 2:
         return math.exp(-high)
-    h = lambda y: float(weights @ np.expm1(g * (y * high))) / rho - 1.0  # noqa: E731  (x = y·high, h/ρ)
+    def h(y: float) -> float:  # h(x)/ρ at x = y·high; an overflow (tiny weights, large g·x) is +∞, of the right sign
+        with np.errstate(over="ignore"):
+            return float(weights @ np.expm1(g * (y * high))) / rho - 1.0
+
     if h(1.0) <= 0.0:  # the root lies within rounding of the bracket's end
         return math.exp(-high)
     return math.exp(-high * optimize.brentq(h, 0.0, 1.0, xtol=1e-300, rtol=4 * np.finfo(float).eps))
@@ -184,7 +190,8 @@ def _choose_threshold(p: np.ndarray, rounds: int) -> int:
 
     A client covers round x with a long interval reaching x + H − 2 with probability
     about q^{H−1}, so about T·Π_i(1 − q_i^{H−1}) rounds are unresolved; none for H ≤ 2.
-    The refinement cost grows with the number of unresolved rounds: capped at one
+    Thresholds whose S tables would take more than ``_MAX_FILTER_WORK`` multiply-adds to build
+    are not considered. The refinement cost grows with the number of unresolved rounds: capped at one
     replicate's worth, as it once was, a threshold leaving every round unresolved looked
     cheapest once T·N·p·q^{H−1} passed 2·10^5 (P2 from T = 71570, H.8 from T = 95415),
     and such an H (e.g. 187 for P2) also made ρ = q^{H−1} fall below float rounding.
@@ -194,6 +201,10 @@ def _choose_threshold(p: np.ndarray, rounds: int) -> int:
     values, counts = np.unique(p[p > 0], return_counts=True)
     q = 1.0 - values
     candidates = np.unique(np.concatenate([np.arange(1, 65), np.geomspace(65, 1 << 14, 48).astype(int)]))
+    # each group's S table is a linear filter of H − 1 taps over up to min(length, _MAX_TABLE) values
+    window = 1 << (rounds - 1).bit_length()
+    filtering = (candidates - 1.0) * np.minimum(counts * float(window), _MAX_TABLE).sum()
+    candidates = candidates[(candidates <= 2) | (filtering <= _MAX_FILTER_WORK)]
     survive = q[None, :] ** (candidates[:, None] - 1.0)
     drawn = rounds * (survive * values[None, :]) @ counts
     with np.errstate(divide="ignore"):
