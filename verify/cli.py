@@ -14,7 +14,7 @@ import sys
 from importlib import import_module
 
 from .catalogue import (ALGORITHM_NAMES, CHECK_ALGORITHMS, CONSTANT_SOURCES, DEFAULT_CLIENTS, EXPERIMENT_ROUNDS,
-                        MAIN_PRESETS, PAPERS, PROBLEMS, DefaultNames)
+                        MAIN_PRESETS, MC_METHODS, PAPERS, PROBLEMS, DefaultNames)
 from .usage import UsageError, one_line
 
 CHECK_HELP = f"""\
@@ -278,6 +278,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="level of the two-sided Student-t confidence intervals, in (0, 1) (default 0.95)")
     mc.add_argument("--plot", metavar="FILE", type=_path, help="histograms of τ_max and τ_avg with the estimates to FILE (.png, .pdf, .svg)")
     mc.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal anyway)")
+    mc.add_argument("--set", action="append", metavar="NAME=VALUE",
+                    help="change a preset's setting, e.g. --set n_clients=10000 (repeatable; see "
+                         "participation.patterns.preset)")
+    mc.add_argument("--method", choices=MC_METHODS, default="auto",
+                    help="how replicates are drawn (default auto: the cheapest exact method that applies; "
+                         "the output names it)")
 
     _add_check_run(commands)
     _add_bound(commands)

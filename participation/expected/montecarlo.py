@@ -66,6 +66,8 @@ class MonteCarloResult:
     reps: int
     rounds: int
     samples: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    #: The method that drew the replicates ("auto" resolved: "gaps", "shifts", "subsets", ...).
+    method: str = "trace"
 
 
 def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, device=None, method: str = "trace", p=None,
@@ -279,7 +281,7 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
                                    "Monte-Carlo chunks")
     samples = {"tau_max": tau_max, "tau_avg": tau_avg} if keep_samples else None
     return MonteCarloResult(Estimate.from_samples(tau_max, confidence, quantiles),
-                            Estimate.from_samples(tau_avg, confidence, quantiles), reps, rounds, samples)
+                            Estimate.from_samples(tau_avg, confidence, quantiles), reps, rounds, samples, method)
 
 
 def _replicates(pattern, rounds, root, first, last, size, device, method, p, executor, show, desc):
@@ -339,4 +341,4 @@ def _to_precision(pattern, rounds, target, max_reps, seed, *, executor, chunk_si
             bar.close()
     samples = {"tau_max": tau_max, "tau_avg": tau_avg} if keep_samples else None
     return MonteCarloResult(Estimate.from_samples(tau_max, confidence, quantiles),
-                            Estimate.from_samples(tau_avg, confidence, quantiles), done, rounds, samples)
+                            Estimate.from_samples(tau_avg, confidence, quantiles), done, rounds, samples, part.method)

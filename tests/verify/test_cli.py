@@ -54,6 +54,40 @@ def test_mc_command(capsys):
     assert f"{expected.tau_max.mean:.4g} ± " in out and "q0.5=" in out
 
 
+def test_mc_names_its_method_and_takes_preset_settings(capsys):
+    assert main(["mc", "case4", "P1", "-T", "80", "--reps", "30", "--set", "n_clients=40", "--set", "per_round=8",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "case4: N=40, T=80, 30 replicates, seed 0, method shifts;" in out
+    assert "P1: N=40, T=80, 30 replicates, seed 0, method subsets;" in out
+    expected = monte_carlo(preset("P1", n_clients=40, per_round=8), 80, 30, 0, progress=False)
+    assert f"{expected.tau_max.mean:.4g} ± " in out
+    assert main(["mc", "P1", "-T", "80", "--reps", "30", "--method", "trace", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    traced = monte_carlo(preset("P1"), 80, 30, 0, progress=False, method="trace")
+    assert "method trace;" in out and f"{traced.tau_max.mean:.4g} ± " in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["mc", "P1", "--method", "shifts"], "method='shifts' needs a ReshuffledCyclic pattern"),
+    (["mc", "P1", "--method", "fast"], "invalid choice"),
+    (["mc", "P1", "--set", "colour=3"], "preset 'P1' does not take these options: ['colour']"),
+    (["mc", "P1", "--set", "n_clients"], "--set expects NAME=VALUE"),
+    (["mc", "P1", "--set", "n_clients=-3"], "n_clients"),
+])
+def test_mc_refuses_a_bad_method_or_setting(argv, message, capsys):
+    assert main(argv + ["-T", "10", "--reps", "2", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_mc_method_choices_are_monte_carlos():
+    from participation.expected.montecarlo import METHODS
+    from verify.catalogue import MC_METHODS
+
+    assert MC_METHODS == METHODS
+
+
 def test_delays_of_a_trace_file(tmp_path, capsys):
     path = Trace(np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=bool)).save(tmp_path / "t.json")
     assert main(["delays", "--trace", str(path)]) == 0
@@ -286,7 +320,7 @@ def test_mc_table_and_plot(tmp_path, capsys):
     out = capsys.readouterr().out
     assert (tmp_path / "mc.png").read_bytes()[:8] == PNG
     lines = {(case, line.split()[0]): line.split() for case in ("P2", "case3") for line in
-             out.split(f"{case}: T=60")[1].splitlines()[2:4]}
+             out.split(f"{case}: N=")[1].splitlines()[2:4]}
     mc = monte_carlo(preset("P2"), 60, 50, 1, progress=False)
     assert float(lines["P2", "tau_max"][1]) == pytest.approx(exact_tau_max(preset("P2"), 60), rel=1e-3)
     assert float(lines["P2", "tau_avg"][1]) == pytest.approx(exact_tau_avg(preset("P2"), 60), rel=1e-3)

@@ -44,22 +44,32 @@ def require_mc_memory(reps: int) -> None:
     require_memory(64 * reps, f"{reps} replicates' τ_max and τ_avg")
 
 
-def _mc_seconds(pattern, rounds: int, reps: int) -> float:
-    """Seconds ``monte_carlo`` will take, from a timed run of two short replicates."""
+def _mc_seconds(pattern, rounds: int, reps: int, method: str = "auto") -> float:
+    """Seconds ``monte_carlo`` will take. Whole traces cost in proportion to T·N, so two
+    replicates over a short horizon are timed and scaled up. The other methods build tables for
+    the horizon they are given (scaled up, those would count a horizon's tables many times over:
+    P2 at N = 10^4, T = 10^5 was announced at 3 hours for a run of 0.3 s), so one replicate over
+    the whole horizon is timed instead (they take well under a second a replicate)."""
     from participation.expected import monte_carlo
 
     import time
 
+    def timed(horizon, count):
+        start = time.perf_counter()
+        result = monte_carlo(pattern, horizon, count, 0, progress=False, method=method)
+        return time.perf_counter() - start, result.method
+
     short = max(1, min(rounds, 2_000_000 // pattern.n_clients))
-    start = time.perf_counter()
-    monte_carlo(pattern, short, 2, 0, progress=False)
-    return (time.perf_counter() - start) * (rounds / short) * (reps / 2)
+    seconds, resolved = timed(short, 2)
+    if resolved == "trace" or rounds == short:
+        return seconds * (rounds / short) * (reps / 2)
+    return timed(rounds, 1)[0] * reps
 
 
-def announce_mc(name: str, pattern, rounds: int, reps: int, workers: int = 1) -> None:
+def announce_mc(name: str, pattern, rounds: int, reps: int, workers: int = 1, method: str = "auto") -> None:
     from ..budget import human_seconds
 
-    seconds = _mc_seconds(pattern, rounds, reps) / workers
+    seconds = _mc_seconds(pattern, rounds, reps, method) / workers
     if seconds > 20:
         announce(f"{name}: {reps} traces of {rounds} rounds × {pattern.n_clients} clients, about "
                   f"{human_seconds(seconds)}")

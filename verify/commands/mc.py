@@ -3,25 +3,36 @@ from __future__ import annotations
 
 from ..catalogue import exact_or_none, paper_bound_or_none
 from ..usage import UsageError
-from . import announce_mc, check_plot, require_mc_memory, require_trace_memory, show_progress
+from . import announce_mc, check_plot, parse_setting, require_mc_memory, show_progress
+
+
+def _pattern(name, args):
+    """The preset with the command's ``--set`` overrides (a bad name or option: exit 2)."""
+    from participation.patterns import preset
+
+    overrides = dict(parse_setting(text) for text in args.set or ())
+    try:
+        return preset(name, **overrides)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
 
 def _mc_case(name, args, executor) -> dict:
     from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo
-    from participation.patterns import preset
 
     import time
 
-    pattern = preset(name)
+    pattern = _pattern(name, args)
     start = time.perf_counter()
     if args.stderr is not None:
         result = monte_carlo(pattern, args.rounds, seed=args.seed, stderr=args.stderr, max_reps=args.max_reps,
                              executor=executor, confidence=args.confidence,
                              chunk_size=max(1, 256 // args.workers) if executor else None,
-                             keep_samples=bool(args.plot), progress=show_progress(args))
+                             keep_samples=bool(args.plot), progress=show_progress(args), method=args.method)
     else:
         result = monte_carlo(pattern, args.rounds, args.reps, args.seed, executor=executor, confidence=args.confidence,
                              chunk_size=max(1, args.reps // (4 * args.workers)) if executor else None,
-                             keep_samples=bool(args.plot), progress=show_progress(args))
+                             keep_samples=bool(args.plot), progress=show_progress(args), method=args.method)
     seconds = time.perf_counter() - start
     bound = paper_bound_or_none(pattern, args.rounds)
     return {"name": name, "estimates": {"tau_max": result.tau_max, "tau_avg": result.tau_avg},
@@ -29,15 +40,16 @@ def _mc_case(name, args, executor) -> dict:
                       "tau_avg": exact_or_none(exact_tau_avg, pattern, args.rounds)},
             # τ_avg ≤ τ_max on every trace, so the paper's E[τ_max] bound bounds E[τ_avg] too
             "bound": {"tau_max": bound, "tau_avg": bound}, "samples": result.samples, "reps": result.reps,
-            "cells_per_second": result.reps * args.rounds * pattern.n_clients / max(seconds, 1e-9), "seconds": seconds}
+            "cells_per_second": result.reps * args.rounds * pattern.n_clients / max(seconds, 1e-9), "seconds": seconds,
+            "method": result.method, "n_clients": pattern.n_clients}
 
 
 def _mc_lines(case, args) -> list[str]:
     cell = lambda v: "—" if v is None else f"{v:.4g}"
     quant = lambda e: "  ".join(f"q{q:g}={v:g}" for q, v in e.quantiles.items())
     how = f" (to stderr ≤ {args.stderr:g})" if args.stderr is not None else ""
-    lines = [f"{case['name']}: T={args.rounds}, {case['reps']} replicates{how}, seed {args.seed}; "
-             f"{case['seconds']:.2f} s, {case['cells_per_second']:.3g} trace cells/s",
+    lines = [f"{case['name']}: N={case['n_clients']}, T={args.rounds}, {case['reps']} replicates{how}, seed {args.seed}, "
+             f"method {case['method']}; {case['seconds']:.2f} s, {case['cells_per_second']:.3g} trace cells/s",
              f"{'':8s} {'exact':>9s} {'paper bound':>11s}  Monte-Carlo mean ± stderr (CI)   quantiles"]
     for key in ("tau_max", "tau_avg"):
         est = case["estimates"][key]
@@ -46,8 +58,6 @@ def _mc_lines(case, args) -> list[str]:
 
 
 def run(args) -> str:
-    from participation.patterns import preset
-
     if not 0 < args.confidence < 1:
         raise UsageError(f"--confidence must lie in (0, 1), got {args.confidence}")
     check_plot(args.plot)
@@ -59,11 +69,10 @@ def run(args) -> str:
     elif args.reps is None:
         args.reps = 1000
     require_mc_memory(args.reps if args.reps is not None else args.max_reps)
-    for name in args.presets:
-        require_trace_memory(name, args.rounds, preset(name).n_clients)    # unknown names fail before any work
-    for name in args.presets:
-        if args.reps is not None:
-            announce_mc(name, preset(name), args.rounds, args.reps, args.workers)
+    patterns = {name: _pattern(name, args) for name in args.presets}    # unknown names fail before any work
+    if args.reps is not None:
+        for name, pattern in patterns.items():
+            announce_mc(name, pattern, args.rounds, args.reps, args.workers, args.method)
     executor = None
     if args.workers > 1:
         from concurrent.futures import ProcessPoolExecutor
