@@ -16,8 +16,10 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(BIN)/fedverify check
 
+# two worker processes: the suite takes about half the time on a two-core machine (3 min
+# instead of 5.5 quiet; 6 min instead of 9 with both cores busy)
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 bench: $(STAMP)
 	$(BIN)/fedverify bench
