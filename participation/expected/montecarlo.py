@@ -178,7 +178,7 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     ``"shifts"`` (``ReshuffledCyclic`` where every client joins once an epoch, no device) draws
     E − 1 values an epoch from an exact Markov chain for the oldest previous-epoch round
     still to come (:mod:`.shifts`; O(E²) an epoch instead of O(N log N), other samples of the
-    same law; N = 100, S = 20, T = 2000: about 20 times one trace at a time);
+    same law; N = 100, S = 20, T = 2000: about 30 times one trace at a time);
     ``"subsets"`` (``Uniform``, FedSUM Case 1, only, no device) draws only the S ids of each
     round, exactly (Floyd's algorithm, vectorised over rounds and replicates, or
     ``Generator.choice`` row by row when S and N are large), and derives τ_max and τ_avg from
