@@ -125,9 +125,10 @@ def markov_gaps_ratio(quick: bool = False) -> Ratio:
 
 
 def varying_gaps_ratio(quick: bool = False) -> Ratio:
-    """FedSUM P3 (time-varying p_t shared by N = 100 clients) by method "gaps"."""
-    return _family_ratio("Monte-Carlo E[tau_max], time-varying p (P3, gaps)", "P3", participation.preset("P3"), "gaps",
-                         quick)
+    """FedSUM P3 (p_t shared by N = 100 clients, period 10) by method "gaps" (long absences only,
+    laws indexed by the phase: :mod:`participation.expected.periodic`)."""
+    return _family_ratio("Monte-Carlo E[tau_max], time-varying p (P3, periodic gaps)", "P3", participation.preset("P3"),
+                         "gaps", quick)
 
 
 def reshuffled_ratio(quick: bool = False) -> Ratio:

@@ -282,18 +282,20 @@ def _plan(p: np.ndarray, rounds: int, threshold: int | None = None) -> _Plan:
 # ---------------------------------------------------------------------------- streams
 
 
-def _keyed_bits(root: np.random.SeedSequence, *key: int) -> np.random.PCG64:
+def keyed_bits(root: np.random.SeedSequence, *key: int) -> np.random.PCG64:
     return np.random.PCG64(np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + key))
 
 
-def _words(plan: _Plan, root, first: int, count: int) -> np.ndarray:
-    """Rows first..first+count−1 of the block streams: (count, plan.words) uint64."""
+def block_words(plan, root, first: int, count: int, tag: int = _GAP_STREAM) -> np.ndarray:
+    """Rows first..first+count−1 of the block streams: (count, plan.words) uint64; the replicates
+    of block b = r // 256 share the stream keyed by (seed, b, tag), row r mod 256 reached by jumping
+    ahead (one stream per replicate would cost more to set up than to read)."""
     out = np.empty((count, plan.words), dtype=np.uint64)
     row = first
     while row < first + count:
         block, offset = divmod(row, _WORD_BLOCK)
         rows = min(_WORD_BLOCK - offset, first + count - row)
-        bits = _keyed_bits(root, block, _GAP_STREAM)
+        bits = keyed_bits(root, block, tag)
         bits.advance(offset * plan.words)
         out[row - first : row - first + rows] = bits.random_raw(rows * plan.words).reshape(rows, plan.words)
         row += rows
@@ -301,7 +303,7 @@ def _words(plan: _Plan, root, first: int, count: int) -> np.ndarray:
 
 
 def _segment_generator(root, replicate: int, group: int, segment: int) -> np.random.Generator:
-    return np.random.Generator(_keyed_bits(root, replicate, _SEGMENT_STREAM, group, segment))
+    return np.random.Generator(keyed_bits(root, replicate, _SEGMENT_STREAM, group, segment))
 
 
 def _segment_path(law: _ShortRunLaw, rng: np.random.Generator, total: int | None, until: int) -> tuple[np.ndarray, int | None]:
@@ -378,7 +380,7 @@ class _Fallbacks:
 
     def generator(self, row: int) -> np.random.Generator:
         if row not in self.extra:
-            self.extra[row] = np.random.Generator(_keyed_bits(self.root, self.first + row, _EXTRA_STREAM))
+            self.extra[row] = np.random.Generator(keyed_bits(self.root, self.first + row, _EXTRA_STREAM))
         return self.extra[row]
 
 
@@ -412,7 +414,7 @@ def _draw_long(group: _Group, cells: np.ndarray, fallbacks: _Fallbacks) -> np.nd
 
 def _draw(plan: _Plan, root, first: int, count: int) -> list[_Intervals]:
     """The long intervals of replicates first..first+count−1, every group complete."""
-    words = _words(plan, root, first, count)
+    words = block_words(plan, root, first, count)
     cells = words[:, : plan.columns // 4].view(np.uint16)
     fallbacks = _Fallbacks(words, plan, root, first)
     out = []
@@ -754,7 +756,7 @@ def markov_chunk(chains: MarkovChains, rounds: int, root, first: int, count: int
     cover = np.zeros((count, rounds), dtype=np.int32)
     flat = cover.ravel()
     for row in range(count):
-        rng = np.random.Generator(_keyed_bits(root, first + row, _MARKOV_STREAM))
+        rng = np.random.Generator(keyed_bits(root, first + row, _MARKOV_STREAM))
         starts, ends = _markov_runs(chains, plan, rng)
         starts += row * rounds
         np.maximum.at(flat, starts, np.minimum(ends, rounds).astype(np.int32, copy=False))
@@ -780,8 +782,8 @@ def markov_chunk_bytes(chains: MarkovChains, rounds: int, count: int) -> int:
 
 # ---------------------------------------------------------------------------- time-varying p
 #
-# Independent clients whose probabilities p_i^t change with t (FedSUM P3, a (T, N) or callable
-# Bernoulli). With the hazard h_t = −ln(1 − p^t) and Λ(t) = Σ_{s<t} h_s, a unit-rate Poisson
+# Independent clients whose probabilities p_i^t change with t (a (T, N) or callable Bernoulli; those
+# that repeat with a period, FedSUM P3 among them, go to the long-absence sampler of .periodic). With the hazard h_t = −ln(1 − p^t) and Λ(t) = Σ_{s<t} h_s, a unit-rate Poisson
 # process on [0, Λ(T)) has at least one point in [Λ(t), Λ(t + 1)) with probability
 # 1 − e^{−h_t} = p^t, independently over rounds (disjoint intervals): so a client is present at
 # round t iff a point falls there. A client's points are cumulative sums of Exp(1) draws, mapped
@@ -935,7 +937,7 @@ def varying_chunk(plan: VaryingProbabilities, rounds: int, root, first: int, cou
     points = np.empty((count, columns))
     extra = []  # (row, group, client in group, all rounds of that client), rows that ran short
     for row in range(count):
-        rng = np.random.Generator(_keyed_bits(root, first + row, _VARYING_STREAM))
+        rng = np.random.Generator(keyed_bits(root, first + row, _VARYING_STREAM))
         draws = rng.standard_exponential(columns)
         at = 0
         for g, (clients, k) in enumerate(zip(plan.clients, plan.draws)):

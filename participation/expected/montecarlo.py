@@ -23,6 +23,7 @@ from ..patterns.base import check_count
 from ..patterns.sampling import EPOCH_BLOCK
 from ..budget import memory_limit, require_memory
 from . import epochs as _epochs
+from . import periodic as _periodic
 from . import shifts as _shifts
 from . import subsets as _subsets
 from .gaps import (MarkovChains, VaryingProbabilities, constant_probabilities, gap_chunk, gap_chunk_bytes,
@@ -77,6 +78,8 @@ def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, d
             return markov_chunk(p, rounds, root, first, count)
         if isinstance(p, VaryingProbabilities):
             return varying_chunk(p, rounds, root, first, count)
+        if isinstance(p, _periodic.PeriodicLaws):
+            return _periodic.periodic_chunk(p, rounds, root, first, count)
         return gap_chunk(p, rounds, root, first, count)
     if method == "epochs":
         return _epochs.epoch_chunk(pattern, rounds, root, first, count)
@@ -170,9 +173,13 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     draws only the long absences of each client, exactly, and the short gaps where they
     could matter (:mod:`.gaps`), for independent clients with time-constant probabilities,
     20–40 times faster than a Bernoulli matrix per replicate, for ``Markov`` patterns
-    (every absence run of each chain, drawn as alternating geometric runs), and for independent
-    clients with time-varying probabilities (every presence, by inverting the cumulative hazard
-    of ``pattern.probabilities(0, rounds)``; P3 at N = 100, T = 2000: 2.5 times "trace"); ``"epochs"`` (``ReshuffledCyclic``
+    (every absence run of each chain, drawn as alternating geometric runs), for independent
+    clients whose probabilities repeat with a period P (long absences only again, every law
+    indexed by the phase, :mod:`.periodic`; FedSUM's P3 at N = 100, T = 2000: about 30 times one
+    trace at a time; used when the clients' distinct sequences times P are at most
+    ``periodic.MAX_PHASE_ROWS``), and for other independent clients with time-varying
+    probabilities (every presence, by inverting the cumulative hazard of
+    ``pattern.probabilities(0, rounds)``; about 2.5 times "trace"); ``"epochs"`` (``ReshuffledCyclic``
     only, no device) draws only each epoch's order, exactly as the pattern does, and derives
     every τ_t from the orders (:mod:`.epochs`), giving the same replicates as ``"trace"``;
     ``"shifts"`` (``ReshuffledCyclic`` where every client joins once an epoch, no device) draws
@@ -223,8 +230,11 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
         if method == "gaps":
             require_memory(table, f"the probabilities of {rounds} rounds × {pattern.n_clients} clients (method 'gaps')")
         if method == "gaps" or 2 * table <= memory_limit():
-            p = varying_probabilities(pattern, rounds, None if method == "gaps" else VARYING_AUTO_GROUPS)
-            if method == "auto" and p is not None and p.columns > VARYING_AUTO_DENSITY * rounds * pattern.n_clients:
+            p = _periodic.pattern_laws(pattern, rounds)  # periodic probabilities: long absences only
+            if p is None:
+                p = varying_probabilities(pattern, rounds, None if method == "gaps" else VARYING_AUTO_GROUPS)
+            if method == "auto" and isinstance(p, VaryingProbabilities) and \
+                    p.columns > VARYING_AUTO_DENSITY * rounds * pattern.n_clients:
                 p = None  # dense (or, above, many distinct sequences): whole traces are cheaper
     gaps_apply = p is not None
     if method == "gaps" and not gaps_apply:
@@ -245,8 +255,9 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     if chunk_size is not None:
         size = check_count(chunk_size, "chunk_size")
     elif method == "gaps":
-        size = (markov_chunk_size if isinstance(p, MarkovChains) else
-                varying_chunk_size if isinstance(p, VaryingProbabilities) else gap_chunk_size)(p, rounds)
+        size = (_periodic.periodic_chunk_size(p) if isinstance(p, _periodic.PeriodicLaws) else
+                (markov_chunk_size if isinstance(p, MarkovChains) else
+                 varying_chunk_size if isinstance(p, VaryingProbabilities) else gap_chunk_size)(p, rounds))
     elif method == "epochs":
         size = max(1, CHUNK_CELLS // (EPOCH_BLOCK * pattern.n_clients * 4))
     elif method == "shifts":
@@ -257,8 +268,9 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
         size = max(1, CHUNK_CELLS // (rounds * pattern.n_clients))
     largest = min(size, reps)
     if method == "gaps":
-        need = (markov_chunk_bytes if isinstance(p, MarkovChains) else
-                varying_chunk_bytes if isinstance(p, VaryingProbabilities) else gap_chunk_bytes)(p, rounds, largest)
+        need = (_periodic.periodic_chunk_bytes(p, largest) if isinstance(p, _periodic.PeriodicLaws) else
+                (markov_chunk_bytes if isinstance(p, MarkovChains) else
+                 varying_chunk_bytes if isinstance(p, VaryingProbabilities) else gap_chunk_bytes)(p, rounds, largest))
     elif method == "epochs":
         need = _epochs.chunk_bytes(pattern, largest)
     elif method == "shifts":

@@ -1,0 +1,656 @@
+"""Monte-Carlo for independent clients whose probabilities repeat with a period: long absences only.
+
+FedSUM's P3, p_t = (S/N)(0.3 sin(πt/5) + 0.7) (App. H.2), and FedAWE's trajectories
+p_i(t) = (a sin(2πt/20) + b) p_i repeat every P rounds (10 and 20). For such clients the
+long-absence sampling of :mod:`.gaps` carries over once every law is indexed by a phase.
+
+Gaps. A selection at round a is followed by independent rounds a + 1, a + 2, … of
+probabilities p_{(a+1) mod P}, p_{(a+2) mod P}, …; call φ = (a + 1) mod P its phase. The
+gap G to the next selection has P(G = g | φ) = w_φ(g) = p_{φ+g−1} Π_{k<g−1} (1 − p_{φ+k})
+(indices mod P). With a threshold H, a gap is long when G ≥ H, with probability
+ρ_φ = Π_{k<H−1} (1 − p_{φ+k}); a long gap is H − 1 absent rounds then an ordinary gap G''
+from phase φ + H − 1 (the rounds are independent), so G = H − 1 + G''.
+
+Short runs. From a selection of phase φ, the short gaps before the next long one sum to S:
+
+    P(S = s | φ) = u_φ(s) ρ_{φ+s},   u_φ(0) = 1,   u_φ(s) = Σ_{g<H} u_φ(s − g) w_{φ+s−g}(g),
+
+u_φ(s) being the probability that the short gaps from φ reach offset s (split at the
+last gap before s). The tail V_φ(r) = P(S ≥ r | φ) is, splitting at the last point s' < r
+of the short path (the next gap, short, jumps to r or beyond),
+
+    V_φ(r) = Σ_{d=1}^{H−1} u_φ(r − d) Σ_{g ≥ d, g < H} w_{φ+r−d}(g),
+
+a sum of positive terms (no cancellation, so small tails keep their relative precision);
+V_φ(r) − V_φ(r + 1) = P(S = r | φ) is checked by the tests. Given S = s, the path is drawn
+gap by gap with P(first gap g | s, φ) ∝ w_φ(g) u_{φ+g}(s − g); given S ≥ r, with
+∝ w_φ(g) V_{φ+g}(r − g) (V = 1 at r ≤ 0), then unconditioned (long with probability ρ).
+
+Rows. Each (replicate, client) is a row started at the virtual selection −1 (phase 0):
+S, then the long gap, then S from the new phase, and so on until the row passes T − 1 —
+a walk over steps vectorised across the rows of a chunk, the draws of a step depending on
+the phase the previous step ended in. The long intervals (a, e] give the cover times
+c(x) = max{e : a < x} (≥ x) exactly where some long interval reaches x + H − 2, as in
+:mod:`.gaps`; elsewhere the short paths of the segments holding x are drawn, conditioned on
+their S. Tables are cut at T + 1 (a larger S or G'' ends the row) or where V falls below
+2^−60 (S beyond the cut is then walked exactly, gap by gap).
+
+Draws are inversions of survival functions with a 53-bit uniform U' ∈ (0, 1]: S is the
+number of r ≥ 1 with V_φ(r) > U', G'' is one plus the number of g ≥ 1 with
+Π_{k<g}(1 − p_{ψ+k}) > U'. A lookup table on the top bits of U' gives the value where no
+survival value falls in the cell; the other cells (about one in a hundred) are inverted by
+a vectorised binary search. One 64-bit word is one uniform, so the table and the search
+agree.
+
+The period. The law sampled is that of p_t = p_{t mod P} with p_0..p_{P−1} as the pattern
+gives them: a pattern is taken as periodic when every later round agrees with its phase to
+within ``PERIOD_TOLERANCE`` (the sine's own evaluations at large t differ from its first
+period by rounding, about 10^−14 for P3 at T = 2000; the paper's p_t is exactly periodic).
+
+Streams: step words of replicate r are row r mod 256 of the stream keyed by
+(seed, r // 256, tag), as in :mod:`.gaps`; a row that runs past the planned steps, a cut
+S and the short paths use streams keyed by the replicate, the client and the step, so
+results do not depend on chunking or workers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .gaps import block_words, keyed_bits
+
+#: Longest period looked for, and the largest threshold H.
+MAX_PERIOD = 64
+MAX_THRESHOLD = 64
+#: Largest |p_t − p_{t mod P}| accepted as periodic (rounding of the pattern's own formula).
+PERIOD_TOLERANCE = 1e-12
+#: Survival below which a table is cut (beyond the resolution of a 53-bit uniform).
+_TAIL = 2.0**-60
+#: Relative cost of one unresolved round (its refinement walks short-gap paths), in drawn steps.
+_REFINE_COST = 2e5
+#: Most multiply-adds the recurrences for u and V may take; larger thresholds are not considered.
+_MAX_TABLE_WORK = 1 << 28
+#: Bytes of the lookup tables (their cells have fewer bits when many phases share the budget).
+_LOOKUP_BYTES = 1 << 24
+#: Most replicates a chunk holds (those of one keyed stream of step words, as in :mod:`.gaps`).
+_WORD_BLOCK = 256
+_STEP_STREAM, _EXTEND_STREAM, _PATH_STREAM, _EXACT_STREAM = 0x6B1, 0x6B2, 0x6B3, 0x6B4
+
+
+def find_period(p: np.ndarray) -> int | None:
+    """The smallest P ≤ ``MAX_PERIOD`` (at most half the rounds) with |p_t − p_{t mod P}| ≤
+    ``PERIOD_TOLERANCE`` for every round and client of ``p`` (T, N), or None."""
+    rounds = p.shape[0]
+    head = p[: min(rounds, 4 * MAX_PERIOD)]
+    for period in range(1, min(MAX_PERIOD, rounds // 2) + 1):
+        if np.abs(head[period:] - head[:-period]).max(initial=0.0) > PERIOD_TOLERANCE:
+            continue
+        ok = True
+        for start in range(period, rounds, 1 << 14):  # the whole array, a slab at a time
+            slab = p[start : start + (1 << 14)]
+            phase = np.arange(start, start + slab.shape[0]) % period
+            if np.abs(slab - p[phase]).max() > PERIOD_TOLERANCE:
+                ok = False
+                break
+        if ok:
+            return period
+    return None
+
+
+@dataclass(frozen=True, eq=False)
+class PeriodicLaws:
+    """Tables of every (group, phase) row k = g·P + φ of clients sharing a periodic sequence."""
+
+    rounds: int
+    period: int
+    threshold: int
+    p: np.ndarray          # (G, P) the sequences' first periods
+    group_of: np.ndarray   # (N,) group of each client
+    w: np.ndarray          # (G·P, H − 1) w_φ(g), g = 1..H−1
+    rho: np.ndarray        # (G·P,) P(G ≥ H | φ)
+    u: np.ndarray          # (G·P, cap) u_φ(s), s < cap
+    v: np.ndarray          # (G·P, cap) V_φ(r), r = 1..cap (index r − 1)
+    long_survival: np.ndarray  # (G·P, T) Π_{k<g}(1 − p_{ψ+k}), g = 1..T (index g − 1)
+    short_lookup: "_Lookup"    # S by the top bits of U'
+    long_lookup: "_Lookup"     # G'' likewise
+    bits: int
+    steps: int             # steps drawn per row at first
+
+    @property
+    def cap(self) -> int:
+        return self.u.shape[1]
+
+    @property
+    def n_clients(self) -> int:
+        return self.group_of.size
+
+    @property
+    def words(self) -> int:
+        """64-bit words per replicate: one per step and client (its halves draw S and G'')."""
+        return self.steps * self.n_clients
+
+    def tail(self, row: int, r: np.ndarray) -> np.ndarray:
+        """V_row(r) with V = 1 for r ≤ 0."""
+        r = np.asarray(r)
+        return np.where(r <= 0, 1.0, self.v[row, np.clip(r - 1, 0, self.cap - 1)])
+
+
+def _short_gap_weights(p: np.ndarray, threshold: int) -> tuple[np.ndarray, np.ndarray]:
+    """w (G·P, H − 1) and ρ (G·P,) from the first periods p (G, P)."""
+    groups, period = p.shape
+    cells = (np.arange(period)[:, None] + np.arange(max(threshold - 1, 0))[None, :]) % period  # phase of cell φ+k
+    pp = p[:, cells]                                   # (G, P, H − 1)
+    absent = np.cumprod(1.0 - pp, axis=2)
+    before = np.concatenate([np.ones(pp.shape[:2] + (1,)), absent[:, :, :-1]], axis=2)
+    w = (pp * before).reshape(groups * period, -1)
+    rho = (absent[:, :, -1] if threshold > 1 else np.ones((groups, period))).reshape(-1)
+    return w, rho
+
+
+def _renewal_tables(p: np.ndarray, threshold: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """u_φ(s), s < cap, and V_φ(r), r = 1..cap, for every row, cap ≤ ``length``: cut where
+    every V_φ falls below ``_TAIL``."""
+    groups, period = p.shape
+    w, _ = _short_gap_weights(p, threshold)
+    rows, taps = w.shape
+    tail_w = np.cumsum(w[:, ::-1], axis=1)[:, ::-1]    # Σ_{g ≥ d} w(g), d = 1..H−1
+    # weights by (s mod P): sel[m][k, d − 1] = w_{φ + s − d}(d) with s ≡ m, row k = g·P + φ
+    phase = np.arange(rows) % period
+    base = np.arange(rows) - phase
+    d = np.arange(1, taps + 1)
+    pick = [base[:, None] + (phase[:, None] + m - d[None, :]) % period for m in range(period)]
+    sel = np.stack([w[pick[m], d - 1] for m in range(period)])[:, :, ::-1]       # reversed: oldest first
+    sel_tail = np.stack([tail_w[pick[m], d - 1] for m in range(period)])[:, :, ::-1]
+    u = np.zeros((rows, taps + length))                # u[:, taps + s] = u(s); zeros before s = 0
+    v = np.zeros((rows, length))
+    u[:, taps] = 1.0
+    cap = length
+    for s in range(1, length + 1):
+        window = u[:, s : s + taps]                    # u(s − H + 1) .. u(s − 1)
+        m = s % period
+        v[:, s - 1] = np.einsum("ij,ij->i", sel_tail[m], window) if taps else 0.0
+        if s < length:
+            u[:, taps + s] = np.einsum("ij,ij->i", sel[m], window) if taps else 0.0
+        if v[:, s - 1].max() < _TAIL:
+            cap = s
+            break
+    return u[:, taps : taps + cap].copy(), v[:, :cap].copy()
+
+
+#: Bits of the second-level cells (inside a first-level cell that a value falls in).
+_FINE_BITS = 8
+
+
+@dataclass(frozen=True, eq=False)
+class _Lookup:
+    """Inversion of survival functions by the top bits of U' = 1 − U: ``top[k, c]`` is the value
+    for every U' of cell c of row k, or −1 − i where a value falls inside the cell, i being the row of
+    ``fine`` that splits the cell into 2^8 cells by the next bits (−1 there: invert exactly)."""
+
+    top: np.ndarray     # (rows, 2^bits) int32
+    fine: np.ndarray    # (cells split, 2^8) int32
+    bits: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.top.nbytes + self.fine.nbytes
+
+
+def _counts(row: np.ndarray, cells: np.ndarray, bits: int, offset: int) -> np.ndarray:
+    """offset + #{j : survival_j > x} for every x in each ``bits``-bit cell of U', or −1 where that
+    count changes inside the cell (``row`` is −survival, non-decreasing)."""
+    low = 1.0 - (cells + 1.0) / 2.0**bits
+    high = 1.0 - cells / 2.0**bits
+    at_high = np.searchsorted(row, -high, side="left")
+    at_low = np.searchsorted(row, -low, side="left")
+    return np.where(at_high == at_low, at_high + offset, -1).astype(np.int32)
+
+
+def _lookup(survival: np.ndarray, bits: int, offset: int) -> _Lookup:
+    """The two-level tables of ``offset + #{j : survival[k, j] > U'}`` for every row k."""
+    cells = np.arange(1 << bits, dtype=float)
+    top = np.empty((survival.shape[0], cells.size), dtype=np.int32)
+    fine = []
+    split = 0
+    for k, row in enumerate(-survival):                # −survival is non-decreasing
+        top[k] = _counts(row, cells, bits, offset)
+        bad = np.flatnonzero(top[k] < 0)
+        if bad.size:
+            sub = (bad[:, None] * (1 << _FINE_BITS) + np.arange(1 << _FINE_BITS)).astype(float).ravel()
+            fine.append(_counts(row, sub, bits + _FINE_BITS, offset).reshape(bad.size, -1))
+            top[k, bad] = -1 - (split + np.arange(bad.size))
+            split += bad.size
+    fine = np.concatenate(fine) if fine else np.zeros((0, 1 << _FINE_BITS), dtype=np.int32)
+    return _Lookup(top, fine, bits)
+
+
+def _count_above(survival: np.ndarray, rows: np.ndarray, uniform: np.ndarray) -> np.ndarray:
+    """#{j : survival[row, j] > U'} for each (row, U'): one searchsorted per distinct row."""
+    out = np.empty(rows.size, dtype=np.int32)
+    for k in np.unique(rows):
+        at = np.flatnonzero(rows == k)
+        out[at] = np.searchsorted(-survival[k], -uniform[at], side="left")
+    return out
+
+
+def _draw(lookup: _Lookup, survival: np.ndarray, offset: int, rows: np.ndarray, half: np.ndarray,
+          exact) -> np.ndarray:
+    """offset + #{j : survival[row, j] > U'} for each row and 32-bit draw ``half`` (the top bits of
+    U = 1 − U'); ``exact(at)`` gives 53-bit uniforms V completing U = (top 24 bits + V)/2^24 where
+    both levels of the table leave the value open."""
+    bits = lookup.bits
+    index = rows.astype(np.intp) << bits
+    index |= (half >> np.uint64(32 - bits)).astype(np.intp)
+    values = lookup.top.ravel().take(index)             # int32
+    split = np.flatnonzero(values < 0)
+    if split.size:
+        sub = (half[split] >> np.uint64(32 - bits - _FINE_BITS)).astype(np.intp) & ((1 << _FINE_BITS) - 1)
+        finer = lookup.fine.ravel().take((-1 - values[split].astype(np.intp)) << _FINE_BITS | sub)
+        values[split] = finer
+        bad = split[finer < 0]
+        if bad.size:
+            prefix = (half[bad] >> np.uint64(32 - bits - _FINE_BITS)).astype(float)
+            uniform_open = 1.0 - (prefix + exact(bad)) * 2.0 ** -(bits + _FINE_BITS)
+            values[bad] = offset + _count_above(survival, rows[bad], uniform_open)
+    return values
+
+
+def _choose_threshold(p: np.ndarray, counts: np.ndarray, rounds: int) -> int:
+    """H minimising (long intervals drawn) + ``_REFINE_COST`` × (expected unresolved rounds), with
+    each sequence's geometric-mean absence q̄ standing in for its phases, among the H whose
+    recurrences cost at most ``_MAX_TABLE_WORK``."""
+    with np.errstate(divide="ignore"):
+        log_q = np.log1p(-np.minimum(p, 1.0)).mean(axis=1)      # (G,)
+    rate = p.mean(axis=1)
+    best, best_cost = 1, math.inf
+    for h in range(1, MAX_THRESHOLD + 1):
+        if h > 2 and p.size * (h - 1) * 2 * (rounds + 1) > _MAX_TABLE_WORK:
+            break
+        survive = np.exp((h - 1) * log_q)
+        drawn = rounds * float((rate * survive + 1.0 / rounds) @ counts)
+        with np.errstate(divide="ignore"):
+            unresolved = 0.0 if h <= 2 else rounds * math.exp(float(np.log1p(-np.minimum(survive, 1.0)) @ counts))
+        cost = drawn + _REFINE_COST * unresolved
+        if cost < best_cost:
+            best, best_cost = h, cost
+    return best
+
+
+@lru_cache(maxsize=16)
+def _laws_cached(p_bytes: bytes, shape: tuple, groups_bytes: bytes, rounds: int, threshold: int | None,
+                 steps: int | None, cap: int | None) -> PeriodicLaws:
+    p = np.frombuffer(p_bytes).reshape(shape)
+    group_of = np.frombuffer(groups_bytes, dtype=np.int64)
+    counts = np.bincount(group_of, minlength=shape[0]).astype(float)
+    period = shape[1]
+    h = _choose_threshold(p, counts, rounds) if threshold is None else threshold
+    w, rho = _short_gap_weights(p, h)
+    u, v = _renewal_tables(p, h, rounds + 1 if cap is None else cap)
+    rows = p.size
+    phase = np.arange(rows) % period
+    base = np.arange(rows) - phase
+    cells = base[:, None] + (phase[:, None] + np.arange(rounds)[None, :]) % period
+    long_survival = np.cumprod(1.0 - p.reshape(-1)[cells], axis=1)   # g = 1..T
+    bits = int(np.clip(math.floor(math.log2(_LOOKUP_BYTES / (8 * rows))), 8, 16))
+    short_lookup = _lookup(v, bits, 0)
+    long_lookup = _lookup(long_survival, bits, 1)
+    if steps is None:
+        steps = _planned_steps(p, rho, u, long_survival, h, rounds)
+    for array in (w, rho, u, v, long_survival, short_lookup.top, short_lookup.fine, long_lookup.top, long_lookup.fine):
+        array.flags.writeable = False
+    return PeriodicLaws(rounds, period, h, p, group_of, w, rho, u, v, long_survival, short_lookup, long_lookup,
+                        bits, steps)
+
+
+def _planned_steps(p: np.ndarray, rho: np.ndarray, u: np.ndarray, long_survival: np.ndarray, threshold: int,
+                   rounds: int) -> int:
+    """Steps a row draws at first: the expected number to pass T plus 4.5 standard deviations
+    (rows that fall short draw more afterwards, one step at a time).
+
+    The step from phase φ is S + H − 1 + G''; its phases form a Markov chain whose stationary law
+    π weights the per-phase means and variances (the dependence between consecutive steps is
+    left out of the variance: the count only sizes the arrays)."""
+    groups, period = p.shape
+    rows, cap = u.shape
+    phase = np.arange(rows) % period
+    base = np.arange(rows) - phase
+    s = np.arange(cap)
+    p_short = u * rho[base[:, None] + (phase[:, None] + s[None, :]) % period]       # P(S = s | k)
+    s_mean = p_short @ s / np.maximum(p_short.sum(axis=1), 1e-300)
+    s_var = np.maximum(p_short @ (s.astype(float) ** 2) / np.maximum(p_short.sum(axis=1), 1e-300) - s_mean**2, 0)
+    survive = np.concatenate([np.ones((rows, 1)), long_survival], axis=1)
+    p_long = survive[:, :-1] - survive[:, 1:]                                        # P(G'' = g | ψ), g ≥ 1
+    g = np.arange(1, p_long.shape[1] + 1, dtype=float)
+    g_mean = p_long @ g + survive[:, -1] * g.size
+    g_var = np.maximum(p_long @ g**2 - (p_long @ g) ** 2, 0.0)
+    to_long = np.zeros((rows, period))                                               # P(ψ | φ)
+    np.add.at(to_long, (np.repeat(np.arange(rows), cap), ((phase[:, None] + s[None, :] + threshold) % period).ravel()),
+              p_short.ravel())
+    out = np.zeros((rows, period))                                                   # P(next φ | ψ)
+    np.add.at(out, (np.repeat(np.arange(rows), g.size), ((phase[:, None] + np.arange(1, g.size + 1)) % period).ravel()),
+              p_long.ravel())
+    steps = 1
+    for group in range(groups):
+        sl = slice(group * period, (group + 1) * period)
+        a, b = to_long[sl], out[sl]
+        chain = a @ b
+        pi = np.full(period, 1.0 / period)
+        for _ in range(200):
+            pi = pi @ chain
+            pi /= max(pi.sum(), 1e-300)
+        mean_phase = s_mean[sl] + threshold - 1 + a @ g_mean[sl]
+        var_phase = s_var[sl] + a @ g_var[sl]
+        mu = float(pi @ mean_phase)
+        var = float(pi @ (var_phase + (mean_phase - mu) ** 2))
+        mu = max(mu, 1.0)
+        count = (rounds + 1) / mu
+        steps = max(steps, int(math.ceil(count + 4.5 * math.sqrt((rounds + 1) * var / mu**3) + 2)))
+    return steps
+
+
+def periodic_laws(p: np.ndarray, rounds: int, *, threshold: int | None = None, steps: int | None = None,
+                  cap: int | None = None) -> PeriodicLaws | None:
+    """The tables for probabilities ``p`` (T, N) if they repeat with a period (None otherwise).
+    ``threshold``, ``steps`` and ``cap`` override the choices (tests use them to reach every path)."""
+    p = np.asarray(p, dtype=float)
+    period = find_period(p)
+    if period is None:
+        return None
+    first = np.ascontiguousarray(p[:period].T)                      # (N, P)
+    sequences, group_of = np.unique(first, axis=0, return_inverse=True)
+    group_of = np.ascontiguousarray(group_of.ravel(), dtype=np.int64)
+    if threshold is not None and not 1 <= threshold <= MAX_THRESHOLD:
+        raise ValueError(f"threshold must lie in [1, {MAX_THRESHOLD}], got {threshold}")
+    sequences = np.ascontiguousarray(sequences)
+    return _laws_cached(sequences.tobytes(), sequences.shape, group_of.tobytes(), int(rounds), threshold, steps, cap)
+
+
+# ---------------------------------------------------------------------------- paths
+
+
+def _generator(root, *key: int) -> np.random.Generator:
+    return np.random.Generator(keyed_bits(root, *(int(k) for k in key)))
+
+
+def short_path(laws: PeriodicLaws, row: int, total: int | None, until: float, rng: np.random.Generator):
+    """Offsets of the selections of a short run from phase row ``row`` = g·P + φ, one uniform per
+    gap: conditioned on S = ``total``, or (``total`` None) on S ≥ cap, walked until an offset
+    reaches ``until`` or, past the cap, a long gap ends the run. Returns (offsets, S or None)."""
+    period, taps = laws.period, laws.threshold - 1
+    base, phase = row - row % laws.period, row % laws.period
+    g = np.arange(1, taps + 1)
+    offsets, at = [], 0
+    while True:
+        if total is not None and at == total:
+            return np.asarray(offsets, dtype=np.int64), total
+        if total is None and at >= until:
+            return np.asarray(offsets, dtype=np.int64), None
+        k = base + phase
+        uniform = rng.random()
+        if total is not None:
+            left = total - at
+            usable = g[g <= left]
+            prob = laws.w[k, usable - 1] * laws.u[base + (phase + usable) % period, left - usable]
+        elif at < laws.cap:
+            usable = g
+            left = laws.cap - at
+            nxt = base + (phase + g) % period
+            prob = laws.w[k] * np.array([laws.tail(int(n), left - int(d)) for n, d in zip(nxt, g)])
+        else:
+            if uniform < laws.rho[k]:
+                return np.asarray(offsets, dtype=np.int64), at
+            usable = g
+            prob = laws.w[k]
+            uniform = (uniform - laws.rho[k]) / max(1.0 - laws.rho[k], 1e-300)
+        cumulative = np.cumsum(prob)
+        step = int(usable[min(np.searchsorted(cumulative, uniform * cumulative[-1], side="right"), usable.size - 1)])
+        at += step
+        phase = (phase + step) % period
+        offsets.append(at)
+
+
+# ---------------------------------------------------------------------------- walking
+
+
+def _words(laws: PeriodicLaws, root, first: int, count: int) -> np.ndarray:
+    """(count, steps, N) words of replicates first..first+count−1."""
+    return block_words(laws, root, first, count, _STEP_STREAM).reshape(count, laws.steps, laws.n_clients)
+
+
+class _Walk:
+    """The steps drawn, part by part in step order: each part holds rows (replicate-major, then
+    client), the step index j, a_j, e_j and S_j (``S_j = cap``: S ≥ cap)."""
+
+    def __init__(self, parts: list):
+        self.parts = parts
+        self._columns = None
+
+    def columns(self) -> list[np.ndarray]:
+        """The parts joined (once, when a refinement first needs them)."""
+        if self._columns is None:
+            self._columns = ([np.concatenate(column) for column in zip(*self.parts)] if self.parts
+                             else [np.zeros(0, dtype=np.int64)] * 5)
+        return self._columns
+
+    def replicate(self, first_row: int, n: int) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(a_j, e_j, S_j), j = 0, 1, …, of each row first_row .. first_row + n − 1."""
+        rows, step, starts, ends, short = self.columns()
+        keep = np.flatnonzero((rows >= first_row) & (rows < first_row + n))
+        keep = keep[np.lexsort((step[keep], rows[keep]))]
+        out = {}
+        for r in range(first_row, first_row + n):
+            at = keep[rows[keep] == r]
+            out[r] = (starts[at], ends[at], short[at])
+        return out
+
+
+def _step(laws: PeriodicLaws, base: np.ndarray, ends: np.ndarray, words: np.ndarray, rows: "_Rows") -> tuple:
+    """One step of the given rows (phase-row bases g·P, last selections, one word each): S from
+    the phase after the last selection (high half of the word), then the long gap (low half).
+    Returns (a, e, S)."""
+    period, h, cap = laws.period, laws.threshold, laws.cap
+    k = (ends + 1) % period
+    k += base
+    s = _draw(laws.short_lookup, laws.v, 0, k, words >> np.uint64(32), lambda at: rows.exact(at, 0))
+    if cap <= laws.rounds:
+        for i in np.flatnonzero(s >= cap):
+            s[i] = short_path(laws, int(k[i]), None, math.inf, rows.path(int(i)))[1]
+    a = ends + s
+    psi = (a + h) % period
+    psi += base
+    e = _draw(laws.long_lookup, laws.long_survival, 1, psi, words & np.uint64(0xFFFF_FFFF),
+              lambda at: rows.exact(at, 1))
+    e += a + (h - 1)
+    return a, e, s
+
+
+class _Rows:
+    """The rows of one step (replicate-major row numbers) and the keyed streams of their rare draws."""
+
+    def __init__(self, root, first: int, n: int, rows: np.ndarray, step: int):
+        self.root, self.first, self.n, self.rows, self.step = root, first, n, rows, step
+
+    def exact(self, at: np.ndarray, which: int) -> np.ndarray:
+        """53-bit uniforms completing a draw that both table levels leave open."""
+        rows = self.rows[at].tolist()
+        return np.array([_generator(self.root, self.first + r // self.n, _EXACT_STREAM, r % self.n, self.step,
+                                    which).random() for r in rows])
+
+    def path(self, i: int) -> np.random.Generator:
+        """The stream of the short path of row ``rows[i]`` at this step (replayed by the refinement)."""
+        r = int(self.rows[i])
+        return _generator(self.root, self.first + r // self.n, _PATH_STREAM, r % self.n, self.step)
+
+
+def _walk(laws: PeriodicLaws, root, first: int, count: int) -> _Walk:
+    """Walk every row of replicates first..first+count−1 until it passes T − 1."""
+    rounds, n, m = laws.rounds, laws.n_clients, laws.steps
+    words = _words(laws, root, first, count)
+    rows = np.arange(count * n, dtype=np.int64)
+    base = np.tile(laws.group_of * laws.period, count).astype(np.int32)
+    ends = np.full(count * n, -1, dtype=np.int32)
+    parts = []
+    everyone = True
+    for j in range(m):
+        step_words = words[:, j].reshape(count * n)
+        if not everyone:
+            step_words = step_words[rows]
+        a, e, s = _step(laws, base, ends, step_words, _Rows(root, first, n, rows, j))
+        parts.append((rows, np.full(rows.size, j, dtype=np.int32), a, e, s))
+        going = e < rounds - 1
+        if not going.all():
+            everyone = False
+            rows, base, ends = rows[going], base[going], e[going]
+            if not rows.size:
+                break
+        else:
+            ends = e
+    for r, b, end in zip(rows.tolist(), base.tolist(), ends.tolist()):  # rows still short of T after m steps
+        parts.append(_extend(laws, root, first, n, r, b, end))
+    return _Walk(parts)
+
+
+def _extend(laws, root, first, n, r, base, end) -> tuple:
+    """Steps m, m + 1, … of row r until it passes T − 1, a word each from its own stream."""
+    rounds = laws.rounds
+    replicate, client = first + r // n, r % n
+    bits = keyed_bits(root, replicate, _EXTEND_STREAM, client)
+    out = []
+    step_index = laws.steps
+    row = np.array([r])
+    while end < rounds - 1:
+        a, e, s = _step(laws, np.array([base], dtype=np.int32), np.array([end], dtype=np.int32), bits.random_raw(1),
+                        _Rows(root, first, n, row, step_index))
+        out.append((step_index, int(a[0]), int(e[0]), int(s[0])))
+        end = int(e[0])
+        step_index += 1
+    arr = np.array(out, dtype=np.int32).reshape(-1, 4)
+    return np.full(arr.shape[0], r, dtype=np.int64), arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
+
+
+# ---------------------------------------------------------------------------- delays
+
+
+def _cover(laws: PeriodicLaws, walk: _Walk, count: int) -> np.ndarray:
+    """max(x, max{e : a < x}) over the drawn long intervals, for x < T, each replicate."""
+    rounds, n = laws.rounds, laws.n_clients
+    width = rounds + 1
+    cover = np.zeros(count * width, dtype=np.int32)
+    for rows, _, starts, ends, _ in walk.parts:
+        keep = np.flatnonzero(starts < rounds - 1)
+        index = (rows[keep] // n) * width
+        index += starts[keep]
+        index += 1
+        np.maximum.at(cover, index, np.minimum(ends[keep], rounds).astype(np.int32, copy=False))
+    cover = cover.reshape(count, width)[:, :rounds]
+    np.maximum.accumulate(cover, axis=1, out=cover)
+    return np.maximum(cover, np.arange(rounds, dtype=np.int32), out=cover)
+
+
+def _refine(laws: PeriodicLaws, walk: _Walk, replicate_row: int, c: np.ndarray, unresolved: np.ndarray, root,
+            replicate: int) -> None:
+    """Add the short runs' selections at the unresolved rounds of one replicate."""
+    rounds, n, period = laws.rounds, laws.n_clients, laws.period
+    own = walk.replicate(replicate_row * n, n)
+    for client in range(n):
+        starts, ends, short = own[replicate_row * n + client]
+        segment = np.searchsorted(ends, unresolved, side="left")           # first j with e_j ≥ x
+        segment = np.minimum(segment, ends.size - 1)
+        inside = unresolved <= starts[segment]                              # e_{j−1} < x ≤ a_j
+        paths = {}
+        base_row = int(laws.group_of[client]) * period
+        for x, j in zip(unresolved[inside], segment[inside]):
+            j = int(j)
+            before = int(ends[j - 1]) if j > 0 else -1
+            if j not in paths:
+                k = base_row + (before + 1) % period
+                total = int(short[j])
+                capped = total >= laws.cap
+                rng = _generator(root, replicate, _PATH_STREAM, client, j)
+                offsets, _ = short_path(laws, k, None if capped else total, rounds - before if capped else 0, rng)
+                paths[j] = before + offsets
+            selections = paths[j]
+            later = selections[selections >= x]
+            end = int(later[0]) if later.size else rounds
+            c[x] = max(c[x], min(end, rounds))
+
+
+def periodic_chunk(laws: PeriodicLaws, rounds: int, root, first: int, count: int):
+    """(τ_max, τ_avg) of replicates first..first+count−1."""
+    walk = _walk(laws, root, first, count)
+    c = _cover(laws, walk, count)
+    if laws.threshold > 2:
+        need = np.minimum(np.arange(rounds) + laws.threshold - 2, rounds)
+        for row in np.flatnonzero((c < need).any(axis=1)):
+            _refine(laws, walk, int(row), c[row], np.flatnonzero(c[row] < need), root, first + int(row))
+    np.minimum(c, rounds, out=c)
+    tau_max = (c - np.arange(rounds, dtype=c.dtype)).max(axis=1).astype(float)
+    tau_sum = rounds * (rounds + 1) // 2 - (rounds * rounds - c.sum(axis=1, dtype=np.int64))
+    return tau_max, tau_sum / rounds
+
+
+def periodic_trace(laws: PeriodicLaws, root, replicate: int) -> np.ndarray:
+    """The participation mask (T, N) of one replicate with every short gap drawn (to inspect or test it)."""
+    rounds, n, period = laws.rounds, laws.n_clients, laws.period
+    own = _walk(laws, root, replicate, 1).replicate(0, n)
+    mask = np.zeros((rounds, n), dtype=bool)
+    for client in range(n):
+        starts, ends, short = own[client]
+        base_row = int(laws.group_of[client]) * period
+        before = -1
+        for j in range(starts.size):
+            if before >= rounds - 1:
+                break
+            total = int(short[j])
+            if total > 0:
+                capped = total >= laws.cap
+                rng = _generator(root, replicate, _PATH_STREAM, client, j)
+                offsets, _ = short_path(laws, base_row + (before + 1) % period, None if capped else total,
+                                        rounds - before if capped else 0, rng)
+                picks = before + offsets
+                mask[picks[picks < rounds], client] = True
+            if starts[j] < rounds:
+                end = int(ends[j])
+                if end < rounds:
+                    mask[end, client] = True
+            before = int(ends[j])
+    return mask
+
+
+def periodic_chunk_size(laws: PeriodicLaws) -> int:
+    """Replicates per chunk: about 2^22 step words (P3 at N = 100, T = 2000: 200 replicates at once ran
+    1.4 times faster than 25)."""
+    return int(np.clip((1 << 22) // max(laws.words, 1), 1, _WORD_BLOCK))
+
+
+def periodic_chunk_bytes(laws: PeriodicLaws, count: int) -> int:
+    """Peak bytes of :func:`periodic_chunk` for ``count`` replicates: the words, three int64 values
+    a step and row, the cover, and the tables."""
+    tables = sum(a.nbytes for a in (laws.u, laws.v, laws.long_survival, laws.short_lookup, laws.long_lookup))  # noqa
+    return count * (8 * laws.words + 24 * laws.steps * laws.n_clients + 16 * (laws.rounds + 1)) + tables
+
+
+#: Most (sequence, phase) rows a pattern may have for "auto" and "gaps" to use this sampler: each
+#: row has tables of its own (FedAWE's sine with 100 distinct p_i has 2000 rows and took 4 s to
+#: tabulate; P3 has 10).
+MAX_PHASE_ROWS = 256
+
+
+def pattern_laws(pattern, rounds: int) -> PeriodicLaws | None:
+    """The tables of an independent pattern whose probabilities over ``rounds`` rounds repeat
+    with a period, with at most ``MAX_PHASE_ROWS`` (sequence, phase) rows; None otherwise."""
+    p = np.asarray(pattern.probabilities(0, rounds), dtype=float)
+    if p.shape != (rounds, pattern.n_clients):
+        return None
+    period = find_period(p)
+    if period is None:
+        return None
+    first = p[:period]
+    shared = bool((first == first[:, :1]).all())
+    groups = 1 if shared else np.unique(first.T, axis=0).shape[0]
+    if groups * period > MAX_PHASE_ROWS:
+        return None
+    return periodic_laws(p, rounds)
