@@ -225,14 +225,14 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     if p is None and device is None:
         p = markov_chains(pattern)  # independent two-state chains: their gaps, by alternating runs
     if p is None and device is None and method in ("gaps", "auto") and varying_applies(pattern, rounds):
+        p = _periodic.pattern_laws(pattern, rounds)  # periodic probabilities: long absences only
+    if p is None and device is None and method in ("gaps", "auto") and varying_applies(pattern, rounds):
         # independent clients with time-varying probabilities: every presence, by inversion of Λ
         table = 8 * rounds * pattern.n_clients
         if method == "gaps":
             require_memory(table, f"the probabilities of {rounds} rounds × {pattern.n_clients} clients (method 'gaps')")
         if method == "gaps" or 2 * table <= memory_limit():
-            p = _periodic.pattern_laws(pattern, rounds)  # periodic probabilities: long absences only
-            if p is None:
-                p = varying_probabilities(pattern, rounds, None if method == "gaps" else VARYING_AUTO_GROUPS)
+            p = varying_probabilities(pattern, rounds, None if method == "gaps" else VARYING_AUTO_GROUPS)
             if method == "auto" and isinstance(p, VaryingProbabilities) and \
                     p.columns > VARYING_AUTO_DENSITY * rounds * pattern.n_clients:
                 p = None  # dense (or, above, many distinct sequences): whole traces are cheaper

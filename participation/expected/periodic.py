@@ -43,9 +43,11 @@ a vectorised binary search. One 64-bit word is one uniform, so the table and the
 agree.
 
 The period. The law sampled is that of p_t = p_{t mod P} with p_0..p_{P−1} as the pattern
-gives them: a pattern is taken as periodic when every later round agrees with its phase to
-within ``PERIOD_TOLERANCE`` (the sine's own evaluations at large t differ from its first
-period by rounding, about 10^−14 for P3 at T = 2000; the paper's p_t is exactly periodic).
+gives them. A pattern that declares a period (``repeats_every``: ``Sine`` with a whole number
+of rounds) is taken at its word; any other is taken as periodic when every later round agrees
+with its phase to within ``PERIOD_TOLERANCE``. The sine's own evaluations at large t differ
+from its first period by rounding (about 10^−14 for P3 at T = 2000), while the paper's
+p_t = (S/N)(0.3 sin(πt/5) + 0.7) is exactly periodic, so the law sampled here is the paper's.
 
 Streams: step words of replicate r are row r mod 256 of the stream keyed by
 (seed, r // 256, tag), as in :mod:`.gaps`; a row that runs past the planned steps, a cut
@@ -80,22 +82,26 @@ _WORD_BLOCK = 256
 _STEP_STREAM, _EXTEND_STREAM, _PATH_STREAM, _EXACT_STREAM = 0x6B1, 0x6B2, 0x6B3, 0x6B4
 
 
-def find_period(p: np.ndarray) -> int | None:
+#: Cells (rounds × clients) of probabilities read at a time when a period is checked.
+_SLAB_CELLS = 1 << 22
+
+
+def find_period(p, rounds: int | None = None) -> int | None:
     """The smallest P ≤ ``MAX_PERIOD`` (at most half the rounds) with |p_t − p_{t mod P}| ≤
-    ``PERIOD_TOLERANCE`` for every round and client of ``p`` (T, N), or None."""
-    rounds = p.shape[0]
-    head = p[: min(rounds, 4 * MAX_PERIOD)]
+    ``PERIOD_TOLERANCE`` for every round and client, or None. ``p`` is an array (T, N), or a
+    function (start, stop) → rows start..stop−1 with ``rounds`` given (read a slab at a time, so
+    memory stays O(N) per round of a slab whatever T)."""
+    read = (lambda start, stop: p[start:stop]) if rounds is None else p
+    rounds = p.shape[0] if rounds is None else rounds
+    head = np.asarray(read(0, min(rounds, 4 * MAX_PERIOD)), dtype=float)
+    slab = max(1, _SLAB_CELLS // max(1, head.shape[1]))
     for period in range(1, min(MAX_PERIOD, rounds // 2) + 1):
         if np.abs(head[period:] - head[:-period]).max(initial=0.0) > PERIOD_TOLERANCE:
             continue
-        ok = True
-        for start in range(period, rounds, 1 << 14):  # the whole array, a slab at a time
-            slab = p[start : start + (1 << 14)]
-            phase = np.arange(start, start + slab.shape[0]) % period
-            if np.abs(slab - p[phase]).max() > PERIOD_TOLERANCE:
-                ok = False
-                break
-        if ok:
+        first = head[:period]
+        if all(np.abs(np.asarray(read(start, min(start + slab, rounds)), dtype=float)
+                      - first[np.arange(start, min(start + slab, rounds)) % period]).max() <= PERIOD_TOLERANCE
+               for start in range(period, rounds, slab)):
             return period
     return None
 
@@ -199,31 +205,32 @@ class _Lookup:
         return self.top.nbytes + self.fine.nbytes
 
 
-def _counts(row: np.ndarray, cells: np.ndarray, bits: int, offset: int) -> np.ndarray:
-    """offset + #{j : survival_j > x} for every x in each ``bits``-bit cell of U', or −1 where that
-    count changes inside the cell (``row`` is −survival, non-decreasing)."""
-    low = 1.0 - (cells + 1.0) / 2.0**bits
-    high = 1.0 - cells / 2.0**bits
-    at_high = np.searchsorted(row, -high, side="left")
-    at_low = np.searchsorted(row, -low, side="left")
-    return np.where(at_high == at_low, at_high + offset, -1).astype(np.int32)
-
-
 def _lookup(survival: np.ndarray, bits: int, offset: int) -> _Lookup:
-    """The two-level tables of ``offset + #{j : survival[k, j] > U'}`` for every row k."""
-    cells = np.arange(1 << bits, dtype=float)
-    top = np.empty((survival.shape[0], cells.size), dtype=np.int32)
-    fine = []
-    split = 0
-    for k, row in enumerate(-survival):                # −survival is non-decreasing
-        top[k] = _counts(row, cells, bits, offset)
-        bad = np.flatnonzero(top[k] < 0)
-        if bad.size:
-            sub = (bad[:, None] * (1 << _FINE_BITS) + np.arange(1 << _FINE_BITS)).astype(float).ravel()
-            fine.append(_counts(row, sub, bits + _FINE_BITS, offset).reshape(bad.size, -1))
-            top[k, bad] = -1 - (split + np.arange(bad.size))
-            split += bad.size
-    fine = np.concatenate(fine) if fine else np.zeros((0, 1 << _FINE_BITS), dtype=np.int32)
+    """The two-level tables of ``offset + #{j : survival[k, j] > U'}`` for every row k.
+
+    U' ∈ (1 − (c + 1)/2^b, 1 − c/2^b] in cell c, so a value s lies in the cell
+    c = 2^b − ⌈s·2^b⌉ (the scaling by a power of two is exact, and so is the ceiling); a cell
+    holding no value has, for every U' in it, the count of the values in the cells before it,
+    and a cell holding some is split the same way at b + 8 bits."""
+    rows, width = survival.shape
+    cells, fine_bits = 1 << bits, bits + _FINE_BITS
+    row, _ = np.nonzero(survival > 0)                 # a zero is never above U' > 0
+    values = survival[survival > 0]
+    fine_cell = (1 << fine_bits) - np.ceil(values * 2.0**fine_bits).astype(np.int64)
+    cell, sub = fine_cell >> _FINE_BITS, fine_cell & ((1 << _FINE_BITS) - 1)
+    flat = row * cells + cell
+    held = np.bincount(flat, minlength=rows * cells).reshape(rows, cells)
+    before = np.cumsum(held, axis=1) - held            # values in the cells before (larger U')
+    top = (offset + before).astype(np.int32)
+    split = held > 0
+    split_rows, split_cells = np.nonzero(split)
+    top[split_rows, split_cells] = -1 - np.arange(split_rows.size, dtype=np.int32)
+    index = np.full(rows * cells, -1, dtype=np.int64)
+    index[split_rows * cells + split_cells] = np.arange(split_rows.size)
+    held_fine = np.bincount(index[flat] * (1 << _FINE_BITS) + sub,
+                            minlength=split_rows.size << _FINE_BITS).reshape(split_rows.size, 1 << _FINE_BITS)
+    fine = offset + before[split_rows, split_cells][:, None] + np.cumsum(held_fine, axis=1) - held_fine
+    fine = np.where(held_fine > 0, -1, fine).astype(np.int32)
     return _Lookup(top, fine, bits)
 
 
@@ -259,24 +266,23 @@ def _draw(lookup: _Lookup, survival: np.ndarray, offset: int, rows: np.ndarray, 
 
 
 def _choose_threshold(p: np.ndarray, counts: np.ndarray, rounds: int) -> int:
-    """H minimising (long intervals drawn) + ``_REFINE_COST`` × (expected unresolved rounds), with
-    each sequence's geometric-mean absence q̄ standing in for its phases, among the H whose
-    recurrences cost at most ``_MAX_TABLE_WORK``."""
+    """H minimising (steps drawn) + ``_REFINE_COST`` × (expected unresolved rounds), among the H whose
+    recurrences cost at most ``_MAX_TABLE_WORK``.
+
+    With A_g(φ, H) = Π_{k<H−1} (1 − p_{g,φ+k}) the probability that a client of sequence g is
+    absent on rounds x..x+H−2 (x of phase φ), a round is unresolved with probability at most
+    Π_g (1 − A_g(φ, H))^{n_g}; a client draws about T·mean_φ(p_{g,φ} A_g(φ, H)) + 1 steps."""
+    groups, period = p.shape
+    most = min(MAX_THRESHOLD, 1 + max(1, _MAX_TABLE_WORK // max(1, p.size * 2 * (rounds + 1))))
+    cells = (np.arange(period)[:, None] + np.arange(max(most - 1, 1))[None, :]) % period
+    absent = np.concatenate([np.ones((groups, period, 1)), np.cumprod(1.0 - p[:, cells], axis=2)], axis=2)
+    heights = np.arange(1, most + 1)
+    a = absent[:, :, heights - 1]                     # (G, P, H): A_g(φ, H)
+    drawn = rounds * np.einsum("g,gph->h", counts, p[:, :, None] * a) / period + counts.sum()
     with np.errstate(divide="ignore"):
-        log_q = np.log1p(-np.minimum(p, 1.0)).mean(axis=1)      # (G,)
-    rate = p.mean(axis=1)
-    best, best_cost = 1, math.inf
-    for h in range(1, MAX_THRESHOLD + 1):
-        if h > 2 and p.size * (h - 1) * 2 * (rounds + 1) > _MAX_TABLE_WORK:
-            break
-        survive = np.exp((h - 1) * log_q)
-        drawn = rounds * float((rate * survive + 1.0 / rounds) @ counts)
-        with np.errstate(divide="ignore"):
-            unresolved = 0.0 if h <= 2 else rounds * math.exp(float(np.log1p(-np.minimum(survive, 1.0)) @ counts))
-        cost = drawn + _REFINE_COST * unresolved
-        if cost < best_cost:
-            best, best_cost = h, cost
-    return best
+        log_open = np.einsum("g,gph->ph", counts, np.log1p(-np.minimum(a, 1.0)))
+    unresolved = np.where(heights <= 2, 0.0, rounds / period * np.exp(log_open).sum(axis=0))
+    return int(heights[np.argmin(drawn + _REFINE_COST * unresolved)])
 
 
 @lru_cache(maxsize=16)
@@ -357,13 +363,15 @@ def periodic_laws(p: np.ndarray, rounds: int, *, threshold: int | None = None, s
     ``threshold``, ``steps`` and ``cap`` override the choices (tests use them to reach every path)."""
     p = np.asarray(p, dtype=float)
     period = find_period(p)
-    if period is None:
-        return None
-    first = np.ascontiguousarray(p[:period].T)                      # (N, P)
-    sequences, group_of = np.unique(first, axis=0, return_inverse=True)
-    group_of = np.ascontiguousarray(group_of.ravel(), dtype=np.int64)
+    return None if period is None else _laws_of_period(p[:period], rounds, threshold, steps, cap)
+
+
+def _laws_of_period(first: np.ndarray, rounds: int, threshold=None, steps=None, cap=None) -> PeriodicLaws:
+    """The tables for the first period ``first`` (P, N) of the clients' probabilities."""
     if threshold is not None and not 1 <= threshold <= MAX_THRESHOLD:
         raise ValueError(f"threshold must lie in [1, {MAX_THRESHOLD}], got {threshold}")
+    sequences, group_of = np.unique(np.ascontiguousarray(first.T), axis=0, return_inverse=True)
+    group_of = np.ascontiguousarray(group_of.ravel(), dtype=np.int64)
     sequences = np.ascontiguousarray(sequences)
     return _laws_cached(sequences.tobytes(), sequences.shape, group_of.tobytes(), int(rounds), threshold, steps, cap)
 
@@ -641,16 +649,32 @@ MAX_PHASE_ROWS = 256
 
 def pattern_laws(pattern, rounds: int) -> PeriodicLaws | None:
     """The tables of an independent pattern whose probabilities over ``rounds`` rounds repeat
-    with a period, with at most ``MAX_PHASE_ROWS`` (sequence, phase) rows; None otherwise."""
-    p = np.asarray(pattern.probabilities(0, rounds), dtype=float)
-    if p.shape != (rounds, pattern.n_clients):
+    with a period, with at most ``MAX_PHASE_ROWS`` (sequence, phase) rows; None otherwise. The
+    probabilities are read a slab of rounds at a time (never as one rounds × clients array)."""
+    n = pattern.n_clients
+
+    def read(start: int, stop: int) -> np.ndarray:
+        rows = np.asarray(pattern.probabilities(start, stop), dtype=float)
+        if rows.shape != (stop - start, n):
+            raise _NotPeriodic
+        return rows
+
+    declared = getattr(pattern, "repeats_every", lambda: None)()
+    try:
+        if declared is not None and declared <= min(MAX_PERIOD, rounds // 2):
+            period = declared                      # periodic by construction: nothing to check
+        else:
+            period = find_period(read, rounds)
+    except _NotPeriodic:
         return None
-    period = find_period(p)
     if period is None:
         return None
-    first = p[:period]
-    shared = bool((first == first[:, :1]).all())
-    groups = 1 if shared else np.unique(first.T, axis=0).shape[0]
+    first = read(0, period)
+    groups = 1 if bool((first == first[:, :1]).all()) else np.unique(first.T, axis=0).shape[0]
     if groups * period > MAX_PHASE_ROWS:
         return None
-    return periodic_laws(p, rounds)
+    return _laws_of_period(first, rounds)
+
+
+class _NotPeriodic(Exception):
+    """The pattern's probabilities do not have the shape (rounds, clients)."""

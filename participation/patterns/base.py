@@ -114,6 +114,11 @@ class IndependentPattern(BlockPattern):
         p = self.probabilities(0, rounds)
         return p[0].copy() if (p == p[0]).all() else None
 
+    def repeats_every(self) -> int | None:
+        """A P with p_i^{t+P} = p_i^t for every t and i by construction, when the pattern knows one
+        (None: unknown; the Monte-Carlo samplers then look for one in the probabilities)."""
+        return None
+
     def min_probability(self, rounds: int) -> float:
         """δ = min_{i, t<rounds} p_i^t, the constant of FedSUM Lemma F.2."""
         return float(self.probabilities(0, rounds).min())

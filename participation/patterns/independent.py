@@ -118,6 +118,10 @@ class Sine(IndependentPattern):
         base = np.atleast_1d(np.asarray(base, dtype=float))
         return cls(base.size, base, amplitude=a, offset=b, period=period)
 
+    def repeats_every(self) -> int | None:
+        """``period`` when it is a whole number of rounds (sin(2πt/P + φ) then repeats every P rounds)."""
+        return int(self.period) if float(self.period).is_integer() else None
+
     def probabilities(self, start, stop):
         t = np.arange(start, stop, dtype=float)[:, None]
         wave = self.amplitude * np.sin(2.0 * np.pi * t / self.period + self.phase) + self.offset

@@ -239,3 +239,21 @@ def test_forced_paths_are_chunk_invariant():
 def test_threshold_out_of_range():
     with pytest.raises(ValueError, match="threshold"):
         periodic.periodic_laws(_periodic_p(20), 20, threshold=0)
+
+
+def test_declared_period_gives_the_detected_tables():
+    """Sine declares its period (a whole number of rounds); taking it at its word gives the tables
+    that checking every round gives, without reading the T × N probabilities."""
+    assert Sine.p3().repeats_every() == 10 and Sine.fedawe([0.2], 0.5, 0.5, period=7.5).repeats_every() is None
+    assert Bernoulli(0.3, 4).repeats_every() is None
+    pattern = Sine.p3(30, 6)
+    declared = periodic.pattern_laws(pattern, 500)
+    detected = periodic.periodic_laws(np.asarray(pattern.probabilities(0, 500)), 500)
+    assert declared is detected                      # the same cached tables: same first period, same T
+
+
+def test_a_fractional_period_is_found_or_refused_from_the_values():
+    pattern = Sine(6, 0.3, 0.5, 0.5, period=2.5)     # p repeats every 5 rounds
+    laws = periodic.pattern_laws(pattern, 200)
+    assert laws is not None and laws.period == 5
+    assert periodic.pattern_laws(Sine(6, 0.3, 0.5, 0.5, period=2.0 ** 0.5 * 10), 200) is None
