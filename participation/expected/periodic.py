@@ -35,12 +35,14 @@ c(x) = max{e : a < x} (≥ x) exactly where some long interval reaches x + H −
 their S. Tables are cut at T + 1 (a larger S or G'' ends the row) or where V falls below
 2^−60 (S beyond the cut is then walked exactly, gap by gap).
 
-Draws are inversions of survival functions with a 53-bit uniform U' ∈ (0, 1]: S is the
+Draws are inversions of survival functions at a uniform U' = 1 − U ∈ (0, 1]: S is the
 number of r ≥ 1 with V_φ(r) > U', G'' is one plus the number of g ≥ 1 with
-Π_{k<g}(1 − p_{ψ+k}) > U'. A lookup table on the top bits of U' gives the value where no
-survival value falls in the cell; the other cells (about one in a hundred) are inverted by
-a vectorised binary search. One 64-bit word is one uniform, so the table and the search
-agree.
+Π_{k<g}(1 − p_{ψ+k}) > U'. A step reads one 64-bit word: its high half is U's top 32 bits for
+S, its low half for G''. The top b ≤ 16 bits index a table that holds the value wherever no
+survival value falls inside the cell; a cell that holds one is split by the next 8 bits; where
+both levels leave the value open (P3: about 3 draws in 10^5), U's 24 bits are completed by a
+53-bit uniform from a keyed stream and the value is found by binary search. Every value is thus
+the inversion at one uniform, whichever level gives it.
 
 The period. The law sampled is that of p_t = p_{t mod P} with p_0..p_{P−1} as the pattern
 gives them. A pattern that declares a period (``repeats_every``: ``Sine`` with a whole number
@@ -69,7 +71,7 @@ MAX_PERIOD = 64
 MAX_THRESHOLD = 64
 #: Largest |p_t − p_{t mod P}| accepted as periodic (rounding of the pattern's own formula).
 PERIOD_TOLERANCE = 1e-12
-#: Survival below which a table is cut (beyond the resolution of a 53-bit uniform).
+#: Survival below which the S tables are cut; an S beyond the cut (probability below this) is walked gap by gap.
 _TAIL = 2.0**-60
 #: Relative cost of one unresolved round (its refinement walks short-gap paths), in drawn steps.
 _REFINE_COST = 2e5
