@@ -467,7 +467,10 @@ def _step(laws: PeriodicLaws, base: np.ndarray, ends: np.ndarray, words: np.ndar
     s = _draw(laws.short_lookup, laws.v, 0, k, words >> np.uint64(32), lambda at: rows.exact(at, 0))
     if cap <= laws.rounds:
         for i in np.flatnonzero(s >= cap):
-            s[i] = short_path(laws, int(k[i]), None, math.inf, rows.path(int(i)))[1]
+            # walked until a long gap ends the run, or past T + 1 (the row is then done, whatever S is:
+            # where every window of H − 1 rounds holds a certain presence there is no long gap at all)
+            total = short_path(laws, int(k[i]), None, laws.rounds + 1, rows.path(int(i)))[1]
+            s[i] = laws.rounds + 1 if total is None else total
     a = ends + s
     psi = (a + h) % period
     psi += base
