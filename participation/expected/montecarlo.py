@@ -177,7 +177,8 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     clients whose probabilities repeat with a period P (long absences only again, every law
     indexed by the phase, :mod:`.periodic`; FedSUM's P3 at N = 100, T = 2000: about 30 times one
     trace at a time; used when the clients' distinct sequences times P are at most
-    ``periodic.MAX_PHASE_ROWS``), and for other independent clients with time-varying
+    ``periodic.MAX_PHASE_ROWS``; "auto" only when a row draws at most
+    ``periodic.AUTO_STEPS_PER_ROUND`` steps a round), and for other independent clients with time-varying
     probabilities (every presence, by inverting the cumulative hazard of
     ``pattern.probabilities(0, rounds)``; about 2.5 times "trace"); ``"epochs"`` (``ReshuffledCyclic``
     only, no device) draws only each epoch's order, exactly as the pattern does, and derives
@@ -226,6 +227,8 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
         p = markov_chains(pattern)  # independent two-state chains: their gaps, by alternating runs
     if p is None and device is None and method in ("gaps", "auto") and varying_applies(pattern, rounds):
         p = _periodic.pattern_laws(pattern, rounds)  # periodic probabilities: long absences only
+        if method == "auto" and p is not None and p.steps > _periodic.AUTO_STEPS_PER_ROUND * rounds:
+            p = None  # dense: nearly every gap is a step, and whole traces are cheaper
     if p is None and device is None and method in ("gaps", "auto") and varying_applies(pattern, rounds):
         # independent clients with time-varying probabilities: every presence, by inversion of Λ
         table = 8 * rounds * pattern.n_clients

@@ -269,3 +269,12 @@ def test_a_fractional_period_is_found_or_refused_from_the_values():
     laws = periodic.pattern_laws(pattern, 200)
     assert laws is not None and laws.period == 5
     assert periodic.pattern_laws(Sine(6, 0.3, 0.5, 0.5, period=2.0 ** 0.5 * 10), 200) is None
+
+
+def test_auto_leaves_dense_periodic_patterns_to_whole_traces():
+    dense = Sine(30, 0.9, 0.1, 0.9, 10.0)             # p_t near 0.85: almost every gap would be a step
+    laws = periodic.pattern_laws(dense, 400)
+    assert laws.steps > periodic.AUTO_STEPS_PER_ROUND * 400
+    assert monte_carlo(dense, 400, 3, seed=0, progress=False).method == "trace"
+    assert monte_carlo(dense, 400, 3, seed=0, progress=False, method="gaps").method == "gaps"
+    assert monte_carlo(Sine.p3(30, 6), 400, 3, seed=0, progress=False).method == "gaps"
