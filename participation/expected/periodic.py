@@ -40,7 +40,7 @@ number of r ≥ 1 with V_φ(r) > U', G'' is one plus the number of g ≥ 1 with
 Π_{k<g}(1 − p_{ψ+k}) > U'. A step reads one 64-bit word: its high half is U's top 32 bits for
 S, its low half for G''. The top b ≤ 16 bits index a table that holds the value wherever no
 survival value falls inside the cell; a cell that holds one is split by the next 8 bits; where
-both levels leave the value open (P3: about 3 draws in 10^5), U's 24 bits are completed by a
+both levels leave the value open (P3: about 3 draws in 10^5), U's top b + 8 bits are completed by a
 53-bit uniform from a keyed stream and the value is found by binary search. Every value is thus
 the inversion at one uniform, whichever level gives it.
 
@@ -248,8 +248,8 @@ def _count_above(survival: np.ndarray, rows: np.ndarray, uniform: np.ndarray) ->
 def _draw(lookup: _Lookup, survival: np.ndarray, offset: int, rows: np.ndarray, half: np.ndarray,
           exact) -> np.ndarray:
     """offset + #{j : survival[row, j] > U'} for each row and 32-bit draw ``half`` (the top bits of
-    U = 1 − U'); ``exact(at)`` gives 53-bit uniforms V completing U = (top 24 bits + V)/2^24 where
-    both levels of the table leave the value open."""
+    U = 1 − U'); ``exact(at)`` gives 53-bit uniforms V completing U = (top b + 8 bits + V)/2^(b+8)
+    where both levels of the table leave the value open."""
     bits = lookup.bits
     index = rows.astype(np.intp) << bits
     index |= (half >> np.uint64(32 - bits)).astype(np.intp)
