@@ -31,9 +31,15 @@ S, then the long gap, then S from the new phase, and so on until the row passes 
 a walk over steps vectorised across the rows of a chunk, the draws of a step depending on
 the phase the previous step ended in. The long intervals (a, e] give the cover times
 c(x) = max{e : a < x} (≥ x) exactly where some long interval reaches x + H − 2, as in
-:mod:`.gaps`; elsewhere the short paths of the segments holding x are drawn, conditioned on
-their S. Tables are cut at T + 1 (a larger S or G'' ends the row) or where V falls below
-2^−60 (S beyond the cut is then walked exactly, gap by gap).
+:mod:`.gaps`. Elsewhere each client whose x falls in a short run needs only the run's first
+point z ≥ y = x − (run start): with z' the last point before y and g = z − z' the gap over y,
+
+    P(z', g) ∝ u_φ(z') w_{φ+z'}(g) u_{φ+z}(S − z)     (V_{φ+z}(S − z) for a run known to pass T),
+
+a draw over at most (H − 1)² pairs, vectorised over every such (round, client); rounds later in
+the same run start from the point found (the path is Markov). Tables are cut at T + 1 (a
+larger S or G'' ends the row) or where V falls below 2^−60 (S beyond the cut is then walked
+exactly, gap by gap, and so is its path when a round falls in it).
 
 Draws are inversions of survival functions at a uniform U' = 1 − U ∈ (0, 1]: S is the
 number of r ≥ 1 with V_φ(r) > U', G'' is one plus the number of g ≥ 1 with
@@ -53,7 +59,8 @@ p_t = (S/N)(0.3 sin(πt/5) + 0.7) is exactly periodic, so the law sampled here i
 
 Streams: step words of replicate r are row r mod 256 of the stream keyed by
 (seed, r // 256, tag), as in :mod:`.gaps`; a row that runs past the planned steps, a cut
-S and the short paths use streams keyed by the replicate, the client and the step, so
+S and its path use streams keyed by the replicate, the client and the step, and the
+refinement of replicate r one stream keyed by r, read in the order (client, run, round); so
 results do not depend on chunking or workers.
 """
 from __future__ import annotations
@@ -73,15 +80,18 @@ MAX_THRESHOLD = 64
 PERIOD_TOLERANCE = 1e-12
 #: Survival below which the S tables are cut; an S beyond the cut (probability below this) is walked gap by gap.
 _TAIL = 2.0**-60
-#: Relative cost of one unresolved round (its refinement walks short-gap paths), in drawn steps.
-_REFINE_COST = 2e5
+#: Cost of one cell of the refinement's weights, in drawn steps (about 7 ns against 18 ns a step);
+#: an unresolved round costs clients × (H − 1)² cells.
+_CELL_COST = 0.4
 #: Most multiply-adds the recurrences for u and V may take; larger thresholds are not considered.
 _MAX_TABLE_WORK = 1 << 28
 #: Bytes of the lookup tables (their cells have fewer bits when many phases share the budget).
 _LOOKUP_BYTES = 1 << 24
+#: Cells of the refinement's (queries, H − 1, H − 1) weight arrays handled at a time.
+_QUERY_CELLS = 1 << 20
 #: Most replicates a chunk holds (those of one keyed stream of step words, as in :mod:`.gaps`).
 _WORD_BLOCK = 256
-_STEP_STREAM, _EXTEND_STREAM, _PATH_STREAM, _EXACT_STREAM = 0x6B1, 0x6B2, 0x6B3, 0x6B4
+_STEP_STREAM, _EXTEND_STREAM, _PATH_STREAM, _EXACT_STREAM, _REFINE_STREAM = 0x6B1, 0x6B2, 0x6B3, 0x6B4, 0x6B5
 
 
 #: Cells (rounds × clients) of probabilities read at a time when a period is checked.
@@ -268,8 +278,8 @@ def _draw(lookup: _Lookup, survival: np.ndarray, offset: int, rows: np.ndarray, 
 
 
 def _choose_threshold(p: np.ndarray, counts: np.ndarray, rounds: int) -> int:
-    """H minimising (steps drawn) + ``_REFINE_COST`` × (expected unresolved rounds), among the H whose
-    recurrences cost at most ``_MAX_TABLE_WORK``.
+    """H minimising (steps drawn) + (expected unresolved rounds) × N (H − 1)² ``_CELL_COST`` (the
+    refinement's weights), among the H whose recurrences cost at most ``_MAX_TABLE_WORK``.
 
     With A_g(φ, H) = Π_{k<H−1} (1 − p_{g,φ+k}) the probability that a client of sequence g is
     absent on rounds x..x+H−2 (x of phase φ), a round is unresolved with probability at most
@@ -284,7 +294,8 @@ def _choose_threshold(p: np.ndarray, counts: np.ndarray, rounds: int) -> int:
     with np.errstate(divide="ignore"):
         log_open = np.einsum("g,gph->ph", counts, np.log1p(-np.minimum(a, 1.0)))
     unresolved = np.where(heights <= 2, 0.0, rounds / period * np.exp(log_open).sum(axis=0))
-    return int(heights[np.argmin(drawn + _REFINE_COST * unresolved)])
+    refine = counts.sum() * (heights - 1.0) ** 2 * _CELL_COST
+    return int(heights[np.argmin(drawn + refine * unresolved)])
 
 
 @lru_cache(maxsize=16)
@@ -563,32 +574,112 @@ def _cover(laws: PeriodicLaws, walk: _Walk, count: int) -> np.ndarray:
     return np.maximum(cover, np.arange(rounds, dtype=np.int32), out=cover)
 
 
-def _refine(laws: PeriodicLaws, walk: _Walk, replicate_row: int, c: np.ndarray, unresolved: np.ndarray, root,
-            replicate: int) -> None:
-    """Add the short runs' selections at the unresolved rounds of one replicate."""
-    rounds, n, period = laws.rounds, laws.n_clients, laws.period
-    own = walk.replicate(replicate_row * n, n)
-    for client in range(n):
-        starts, ends, short = own[replicate_row * n + client]
-        segment = np.searchsorted(ends, unresolved, side="left")           # first j with e_j ≥ x
-        segment = np.minimum(segment, ends.size - 1)
-        inside = unresolved <= starts[segment]                              # e_{j−1} < x ≤ a_j
-        paths = {}
-        base_row = int(laws.group_of[client]) * period
-        for x, j in zip(unresolved[inside], segment[inside]):
-            j = int(j)
-            before = int(ends[j - 1]) if j > 0 else -1
-            if j not in paths:
-                k = base_row + (before + 1) % period
-                total = int(short[j])
-                capped = total >= laws.cap
-                rng = _generator(root, replicate, _PATH_STREAM, client, j)
-                offsets, _ = short_path(laws, k, None if capped else total, rounds - before if capped else 0, rng)
-                paths[j] = before + offsets
-            selections = paths[j]
-            later = selections[selections >= x]
-            end = int(later[0]) if later.size else rounds
-            c[x] = max(c[x], min(end, rounds))
+def _first_point_at_or_after(laws: PeriodicLaws, k: np.ndarray, y: np.ndarray, left: np.ndarray, capped: np.ndarray,
+                             uniform: np.ndarray) -> np.ndarray:
+    """The first point z ≥ y of a short path from phase row k (offset 0), conditioned on reaching
+    ``left`` exactly (or, where ``capped``, on reaching ``left`` or beyond), by inversion at ``uniform``.
+
+    The path's last point z' < y and the gap g = z − z' it jumps over y with have probability
+    ∝ u_k(z') w_{k+z'}(g) R(z), R(z) = u_{k+z}(left − z) (or V_{k+z}(left − z), 1 at left − z ≤ 0),
+    over z' ∈ [y − H + 1, y − 1], z' ≥ 0, g ∈ [y − z', H − 1] (and z ≤ left when exact)."""
+    period, taps, cap = laws.period, laws.threshold - 1, laws.cap
+    base = k - k % period
+    phase = k % period
+    d = np.arange(1, taps + 1)                        # y − z'
+    g = np.arange(1, taps + 1)
+    before = y[:, None] - d[None, :]                  # z' (Q, H − 1)
+    z = before[:, :, None] + g[None, None, :]         # (Q, H − 1, H − 1)
+    valid = (before[:, :, None] >= 0) & (g[None, None, :] >= d[None, :, None])
+    valid &= capped[:, None, None] | (z <= left[:, None, None])
+    start_u = laws.u[k[:, None], np.clip(before, 0, cap - 1)]                           # u_k(z')
+    at_before = base[:, None] + (phase[:, None] + np.maximum(before, 0)) % period
+    weight = start_u[:, :, None] * laws.w[at_before][:, :, :]                             # × w_{k+z'}(g)
+    at_z = base[:, None, None] + (phase[:, None, None] + z) % period
+    rest = left[:, None, None] - z
+    exact_tail = laws.u[at_z, np.clip(rest, 0, cap - 1)]
+    capped_tail = np.where(rest <= 0, 1.0, laws.v[at_z, np.clip(rest - 1, 0, cap - 1)])
+    weight = weight * np.where(capped[:, None, None], capped_tail, exact_tail)
+    weight = np.where(valid, weight, 0.0).reshape(y.size, -1)
+    cumulative = np.cumsum(weight, axis=1)
+    pick = (cumulative < (uniform * cumulative[:, -1])[:, None]).sum(axis=1)
+    pick = np.minimum(pick, weight.shape[1] - 1)
+    return z.reshape(y.size, -1)[np.arange(y.size), pick]
+
+
+def _refine(laws: PeriodicLaws, walk: _Walk, c: np.ndarray, need: np.ndarray, root, first: int) -> None:
+    """Add the short runs' selections at the unresolved rounds (c < need) of every replicate.
+
+    For each unresolved round x and client whose x falls in a short run (e_{j−1}, a_j], the first
+    selection at or after x is drawn from the run's path conditioned on its S
+    (:func:`_first_point_at_or_after`); several rounds in one run are taken in increasing order,
+    each from the point the previous one found (the path is Markov). Each query has its uniform
+    from the replicate's refinement stream, in the order (client, run, round), whatever the chunk.
+    A run whose S was walked past a cut table keeps its walked path (``short_path`` replayed)."""
+    rounds, n, period, cap = laws.rounds, laws.n_clients, laws.period, laws.cap
+    replicate, x = np.nonzero(c < need)
+    if not replicate.size:
+        return
+    rows, step, starts, ends, short = walk.columns()
+    wanted = np.zeros(c.shape[0], dtype=bool)
+    wanted[replicate] = True
+    keep = np.flatnonzero(wanted[rows // n])
+    order = keep[np.lexsort((step[keep], rows[keep]))]
+    rows, starts, ends, short, step = rows[order], starts[order], ends[order], short[order], step[order]
+    # queries: every (unresolved round, client) of the replicate, ordered by (replicate, client, round)
+    q_row = ((replicate * n)[:, None] + np.arange(n)[None, :]).T.ravel()             # client-major per x
+    q_x = np.tile(x, n)
+    q_order = np.lexsort((q_x, q_row))
+    q_row, q_x = q_row[q_order], q_x[q_order]
+    big = np.int64(4 * rounds + 4 * cap + 8)
+    key = rows.astype(np.int64) * big + ends
+    at = np.searchsorted(key, q_row.astype(np.int64) * big + q_x, side="left")     # first j with e_j ≥ x
+    previous = np.where((at > 0) & (rows[np.maximum(at - 1, 0)] == q_row), ends[np.maximum(at - 1, 0)], -1)
+    inside = q_x <= starts[at]
+    q_row, q_x, at, previous = q_row[inside], q_x[inside], at[inside], previous[inside]
+    if not q_row.size:
+        return
+    uniform = np.empty(q_row.size)
+    q_rep = q_row // n
+    for r in np.unique(q_rep):                          # one stream per unresolved replicate
+        mine = np.flatnonzero(q_rep == r)
+        uniform[mine] = _generator(root, first + int(r), _REFINE_STREAM).random(mine.size)
+    total = short[at].astype(np.int64)
+    cut = (cap <= rounds) & (total >= cap)             # walked past a cut table: replay that walk
+    k0 = laws.group_of[q_row % n] * period + (previous + 1) % period
+    found = np.empty(q_row.size, dtype=np.int64)
+    for i in np.flatnonzero(cut):
+        rng = _generator(root, first + int(q_rep[i]), _PATH_STREAM, int(q_row[i] % n), int(step[at[i]]))
+        offsets, _ = short_path(laws, int(k0[i]), None, rounds - int(previous[i]), rng)
+        later = offsets[previous[i] + offsets >= q_x[i]]
+        found[i] = previous[i] + (int(later[0]) if later.size else rounds + 1)
+    # rank of each query within its run; a run's queries are consecutive, by increasing x
+    todo = np.flatnonzero(~cut)
+    run = at[todo]
+    first_of_run = np.r_[True, run[1:] != run[:-1]]
+    rank = np.arange(todo.size) - np.maximum.accumulate(np.where(first_of_run, np.arange(todo.size), 0))
+    point = np.zeros(todo.size, dtype=np.int64)         # offset of the last point found in the run
+    capped = total[todo] >= cap
+    for level in range(int(rank.max(initial=-1)) + 1):
+        now = todo[rank == level]
+        here = np.flatnonzero(rank == level)
+        if level:
+            point[here] = point[here - 1]
+        y = q_x[now] - previous[now]
+        ahead = y > point[here]                         # not reached by the point found before
+        if level == 0:
+            ahead[:] = True
+        go = here[ahead]
+        batch = max(1, _QUERY_CELLS // max(1, (laws.threshold - 1) ** 2))   # bounds the (Q, H − 1, H − 1) arrays
+        for lo in range(0, go.size, batch):
+            part, y_part = go[lo : lo + batch], y[ahead][lo : lo + batch]
+            start = point[part]
+            group_base = laws.group_of[q_row[todo[part]] % n] * period
+            k = group_base + (k0[todo[part]] - group_base + start) % period
+            z = _first_point_at_or_after(laws, k, y_part - start, total[todo[part]] - start, capped[part],
+                                         uniform[todo[part]])
+            point[part] = start + z
+        found[now] = previous[now] + point[here]
+    np.maximum.at(c, (q_rep, q_x), np.minimum(found, rounds).astype(c.dtype))
 
 
 def periodic_chunk(laws: PeriodicLaws, rounds: int, root, first: int, count: int):
@@ -596,9 +687,7 @@ def periodic_chunk(laws: PeriodicLaws, rounds: int, root, first: int, count: int
     walk = _walk(laws, root, first, count)
     c = _cover(laws, walk, count)
     if laws.threshold > 2:
-        need = np.minimum(np.arange(rounds) + laws.threshold - 2, rounds)
-        for row in np.flatnonzero((c < need).any(axis=1)):
-            _refine(laws, walk, int(row), c[row], np.flatnonzero(c[row] < need), root, first + int(row))
+        _refine(laws, walk, c, np.minimum(np.arange(rounds) + laws.threshold - 2, rounds), root, first)
     np.minimum(c, rounds, out=c)
     tau_max = (c - np.arange(rounds, dtype=c.dtype)).max(axis=1).astype(float)
     tau_sum = rounds * (rounds + 1) // 2 - (rounds * rounds - c.sum(axis=1, dtype=np.int64))
