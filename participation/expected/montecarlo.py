@@ -229,16 +229,16 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
         p = _periodic.pattern_laws(pattern, rounds)  # periodic probabilities: long absences only
         if method == "auto" and p is not None and p.steps > _periodic.AUTO_STEPS_PER_ROUND * rounds:
             p = None  # dense: nearly every gap is a step, and whole traces are cheaper
-    if p is None and device is None and method in ("gaps", "auto") and varying_applies(pattern, rounds):
-        # independent clients with time-varying probabilities: every presence, by inversion of Λ
-        table = 8 * rounds * pattern.n_clients
-        if method == "gaps":
-            require_memory(table, f"the probabilities of {rounds} rounds × {pattern.n_clients} clients (method 'gaps')")
-        if method == "gaps" or 2 * table <= memory_limit():
-            p = varying_probabilities(pattern, rounds, None if method == "gaps" else VARYING_AUTO_GROUPS)
-            if method == "auto" and isinstance(p, VaryingProbabilities) and \
-                    p.columns > VARYING_AUTO_DENSITY * rounds * pattern.n_clients:
-                p = None  # dense (or, above, many distinct sequences): whole traces are cheaper
+        if p is None:
+            # other time-varying probabilities: every presence, by inversion of Λ
+            table = 8 * rounds * pattern.n_clients
+            if method == "gaps":
+                require_memory(table, f"the probabilities of {rounds} rounds × {pattern.n_clients} clients "
+                                      "(method 'gaps')")
+            if method == "gaps" or 2 * table <= memory_limit():
+                p = varying_probabilities(pattern, rounds, None if method == "gaps" else VARYING_AUTO_GROUPS)
+                if method == "auto" and p is not None and p.columns > VARYING_AUTO_DENSITY * rounds * pattern.n_clients:
+                    p = None  # dense (or, above, many distinct sequences): whole traces are cheaper
     gaps_apply = p is not None
     if method == "gaps" and not gaps_apply:
         raise ValueError("method='gaps' needs independent clients or Markov chains, and no device")

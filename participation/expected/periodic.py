@@ -134,7 +134,6 @@ class PeriodicLaws:
     long_survival: np.ndarray  # (G·P, T) Π_{k<g}(1 − p_{ψ+k}), g = 1..T (index g − 1)
     short_lookup: "_Lookup"    # S by the top bits of U'
     long_lookup: "_Lookup"     # G'' likewise
-    bits: int
     steps: int             # steps drawn per row at first
 
     @property
@@ -150,8 +149,8 @@ class PeriodicLaws:
         """64-bit words per replicate: one per step and client (its halves draw S and G'')."""
         return self.steps * self.n_clients
 
-    def tail(self, row: int, r: np.ndarray) -> np.ndarray:
-        """V_row(r) with V = 1 for r ≤ 0."""
+    def tail(self, row, r) -> np.ndarray:
+        """V_row(r) with V = 1 for r ≤ 0 (``row`` and ``r`` broadcast together)."""
         r = np.asarray(r)
         return np.where(r <= 0, 1.0, self.v[row, np.clip(r - 1, 0, self.cap - 1)])
 
@@ -320,8 +319,7 @@ def _laws_cached(p_bytes: bytes, shape: tuple, groups_bytes: bytes, rounds: int,
         steps = _planned_steps(p, rho, u, long_survival, h, rounds)
     for array in (w, rho, u, v, long_survival, short_lookup.top, short_lookup.fine, long_lookup.top, long_lookup.fine):
         array.flags.writeable = False
-    return PeriodicLaws(rounds, period, h, p, group_of, w, rho, u, v, long_survival, short_lookup, long_lookup,
-                        bits, steps)
+    return PeriodicLaws(rounds, period, h, p, group_of, w, rho, u, v, long_survival, short_lookup, long_lookup, steps)
 
 
 def _planned_steps(p: np.ndarray, rho: np.ndarray, u: np.ndarray, long_survival: np.ndarray, threshold: int,
@@ -418,8 +416,7 @@ def short_path(laws: PeriodicLaws, row: int, total: int | None, until: float, rn
         elif at < laws.cap:
             usable = g
             left = laws.cap - at
-            nxt = base + (phase + g) % period
-            prob = laws.w[k] * np.array([laws.tail(int(n), left - int(d)) for n, d in zip(nxt, g)])
+            prob = laws.w[k] * laws.tail(base + (phase + g) % period, left - g)
         else:
             if uniform < laws.rho[k]:
                 return np.asarray(offsets, dtype=np.int64), at
@@ -585,20 +582,17 @@ def _first_point_at_or_after(laws: PeriodicLaws, k: np.ndarray, y: np.ndarray, l
     period, taps, cap = laws.period, laws.threshold - 1, laws.cap
     base = k - k % period
     phase = k % period
-    d = np.arange(1, taps + 1)                        # y − z'
-    g = np.arange(1, taps + 1)
+    d = g = np.arange(1, taps + 1)                    # y − z', and the gap
     before = y[:, None] - d[None, :]                  # z' (Q, H − 1)
     z = before[:, :, None] + g[None, None, :]         # (Q, H − 1, H − 1)
     valid = (before[:, :, None] >= 0) & (g[None, None, :] >= d[None, :, None])
     valid &= capped[:, None, None] | (z <= left[:, None, None])
     start_u = laws.u[k[:, None], np.clip(before, 0, cap - 1)]                           # u_k(z')
     at_before = base[:, None] + (phase[:, None] + np.maximum(before, 0)) % period
-    weight = start_u[:, :, None] * laws.w[at_before][:, :, :]                             # × w_{k+z'}(g)
+    weight = start_u[:, :, None] * laws.w[at_before]                                      # × w_{k+z'}(g)
     at_z = base[:, None, None] + (phase[:, None, None] + z) % period
     rest = left[:, None, None] - z
-    exact_tail = laws.u[at_z, np.clip(rest, 0, cap - 1)]
-    capped_tail = np.where(rest <= 0, 1.0, laws.v[at_z, np.clip(rest - 1, 0, cap - 1)])
-    weight = weight * np.where(capped[:, None, None], capped_tail, exact_tail)
+    weight = weight * np.where(capped[:, None, None], laws.tail(at_z, rest), laws.u[at_z, np.clip(rest, 0, cap - 1)])
     weight = np.where(valid, weight, 0.0).reshape(y.size, -1)
     cumulative = np.cumsum(weight, axis=1)
     pick = (cumulative < (uniform * cumulative[:, -1])[:, None]).sum(axis=1)

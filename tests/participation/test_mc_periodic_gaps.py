@@ -188,8 +188,10 @@ def test_masks_match_enumeration(threshold, steps, cap, first):
     assert stats.chisquare(observed, expected).pvalue > 1e-3
 
 
-@pytest.mark.parametrize("pattern", [Sine.p3(20, 4), Bernoulli(lambda t: 0.05 + 0.3 * (t % 7 == 0) + np.array([0.0, 0.1, 0.2]),
-                                                                    n_clients=3)], ids=["p3", "callable-period-7"])
+_PERIOD_7 = Bernoulli(lambda t: 0.05 + 0.3 * (t % 7 == 0) + np.array([0.0, 0.1, 0.2]), n_clients=3)
+
+
+@pytest.mark.parametrize("pattern", [Sine.p3(20, 4), _PERIOD_7], ids=["p3", "callable-period-7"])
 def test_matches_exact_values(pattern):
     rounds = 400
     result = monte_carlo(pattern, rounds, 3000, seed=5, method="gaps", progress=False)
