@@ -29,7 +29,7 @@ CHECK_ALGORITHMS = ("fedsum-b", "fedsum", "fedsum-cr", "fedavg", "scaffold")
 
 #: ``fedverify mc --method``: the values of ``participation.expected.monte_carlo``'s ``method``
 #: (spelled here so that ``--help`` imports nothing heavy; a test keeps the two equal).
-MC_METHODS = ("auto", "trace", "gaps", "shifts", "epochs", "subsets")
+MC_METHODS = ("auto", "trace", "gaps", "shifts", "epochs", "subsets", "cycles")
 
 
 EXPERIMENT_ROUNDS = 30

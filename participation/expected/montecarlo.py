@@ -22,6 +22,7 @@ from ..patterns import Pattern
 from ..patterns.base import check_count
 from ..patterns.sampling import EPOCH_BLOCK
 from ..budget import memory_limit, require_memory
+from . import cycles as _cycles
 from . import epochs as _epochs
 from . import periodic as _periodic
 from . import shifts as _shifts
@@ -87,6 +88,11 @@ def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, d
         return _shifts.shift_chunk(pattern, rounds, root, first, count)
     if method == "subsets":
         return _subsets.subset_chunk(pattern, rounds, root, first, count)
+    if method == "cycles":
+        return _cycles.cycle_chunk(pattern, rounds, root, first, count)
+    if pattern.deterministic and count > 1:  # every replicate is the same trace
+        tau_max, tau_avg = _chunk_delays(pattern, rounds, root, first, 1, device, method, p, on_window)
+        return np.repeat(tau_max, count), np.repeat(tau_avg, count)
     if device is not None:
         from ._torch_delay import generate, per_round_delay_torch
 
@@ -142,7 +148,7 @@ def _run_chunk(args):
 
 
 #: The values of ``monte_carlo``'s ``method``.
-METHODS = ("auto", "trace", "gaps", "shifts", "epochs", "subsets")
+METHODS = ("auto", "trace", "gaps", "shifts", "epochs", "subsets", "cycles")
 
 #: With a target precision, the replicate counts at which the standard errors are looked at:
 #: FIRST_CHECK, 2·FIRST_CHECK, 4·FIRST_CHECK, … (fixed, so the stopping point, and hence the
@@ -192,11 +198,15 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     ``Generator.choice`` row by row when S and N are large), and derives τ_max and τ_avg from
     one backward pass over the rounds in O(T·S) per replicate instead of O(T·N) (:mod:`.subsets`;
     its samples differ from ``"trace"``'s but have the same law; N = 100, S = 20, T = 2000:
-    about 4 times ``"trace"``, 5 times one trace at a time); ``"auto"`` picks ``"gaps"``,
-    ``"shifts"``, ``"epochs"`` or ``"subsets"`` when it applies and no device is given (for time-varying
+    about 4 times ``"trace"``, 5 times one trace at a time); ``"cycles"`` (``OnOffCycles`` only,
+    no device) computes each replicate's delays from its N phases in O(N + C) (:mod:`.cycles`),
+    giving the same replicates as ``"trace"``; ``"auto"`` picks ``"gaps"``, ``"shifts"``,
+    ``"epochs"``, ``"subsets"`` or ``"cycles"`` when it applies and no device is given (for time-varying
     probabilities only when at most ``VARYING_AUTO_DENSITY`` points a cell are drawn, the clients
     share at most ``VARYING_AUTO_GROUPS`` distinct probability sequences and the probabilities
-    take at most half the memory limit).
+    take at most half the memory limit). A deterministic pattern (``pattern.deterministic``:
+    Cyclic, Replay, OnOffCycles with fixed phases, ...) has one trace, whose delays are computed
+    once and serve every replicate.
 
     The memory of one chunk is estimated before anything is drawn; more than
     ``participation.trace.memory_limit()`` (``FEDVERIFY_MEMORY_GB``, else half the
@@ -252,9 +262,12 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     subsets_apply = device is None and _subsets.applies(pattern)
     if method == "subsets" and not subsets_apply:
         raise ValueError("method='subsets' needs a Uniform pattern and no device")
+    cycles_apply = device is None and _cycles.applies(pattern)
+    if method == "cycles" and not cycles_apply:
+        raise ValueError("method='cycles' needs an OnOffCycles pattern and no device")
     if method == "auto":
         method = ("gaps" if gaps_apply else "shifts" if shifts_apply else "epochs" if epochs_apply
-                  else "subsets" if subsets_apply else "trace")
+                  else "subsets" if subsets_apply else "cycles" if cycles_apply else "trace")
     if chunk_size is not None:
         size = check_count(chunk_size, "chunk_size")
     elif method == "gaps":
@@ -267,6 +280,10 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
         size = _shifts.chunk_size(pattern, rounds)
     elif method == "subsets":
         size = _subsets.chunk_size(pattern, rounds)
+    elif method == "cycles":
+        size = _cycles.chunk_size(pattern)
+    elif pattern.deterministic:
+        size = reps  # one trace serves every replicate
     else:
         size = max(1, CHUNK_CELLS // (rounds * pattern.n_clients))
     largest = min(size, reps)
@@ -280,6 +297,11 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
         need = _shifts.chunk_bytes(pattern, rounds, largest)
     elif method == "subsets":
         need = _subsets.chunk_bytes(pattern, rounds, largest)
+    elif method == "cycles":
+        need = _cycles.chunk_bytes(pattern, largest)
+    elif pattern.deterministic:  # one replicate's trace, whatever the chunk
+        n = pattern.n_clients
+        need = min(rounds, stream_window(n)) * (n + 32 * -(-n // 64) + 16) + BLOCK * n * 8
     elif device is None and streamed(pattern, rounds, largest):
         # streamed: one window of masks (1 byte a cell), its a_{i,t} (4), the uniforms of a block, the carry
         n = pattern.n_clients
