@@ -123,3 +123,11 @@ def test_deterministic_pattern_delays_computed_once(pattern, monkeypatch):
     tau_max, tau_avg, method = samples(pattern, rounds, 20, method="trace", chunk_size=6)
     assert drawn == [1] * 4                                   # one replicate drawn per chunk
     assert (tau_max == expected.max()).all() and np.allclose(tau_avg, expected.mean(), rtol=0, atol=1e-12)
+
+
+def test_bench_row_measures_both_sides():
+    from verify import bench
+
+    row = bench.on_off_cycles_ratio(quick=True)
+    assert row.name == "Monte-Carlo E[tau_max], on/off cycles (FedAU cyclic, cycles)"
+    assert row.baseline_seconds > 0 and row.fast_seconds > 0 and "method 'trace'" in row.note

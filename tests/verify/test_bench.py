@@ -52,6 +52,11 @@ def test_bench_quick_prints_every_row(monkeypatch, capsys):
     assert main(["bench", "--quick"]) == 0
     out = capsys.readouterr().out
     for row in ("delay metrics:", "Monte-Carlo E[tau_max], gap sampling:", "Monte-Carlo E[tau_max], whole traces:",
+                "Monte-Carlo E[tau_max], on/off cycles (FedAU cyclic, cycles):",
+                "Monte-Carlo E[tau_max], deterministic cyclic (Case 3, one trace):",
+                "Monte-Carlo E[tau_max], diurnal groups (auto):",
+                "Monte-Carlo E[tau_max], selection among available (uniform, auto):",
+                "Monte-Carlo E[tau_max], selection among available (reshuffled, auto):",
                 "training rounds, FedAvg:", "training rounds, FedSUM:", "local steps, MNIST CNN:", "FedAvg vs Flower:",
                 "GPU:"):
         assert sum(line.startswith(row) for line in out.splitlines()) == 1, row
