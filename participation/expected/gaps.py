@@ -76,11 +76,12 @@ def _long_table(p: float, threshold: int) -> np.ndarray:
     """table[u] = H − 1 + Geometric(p) for u/2^16 ≤ U < (u+1)/2^16, or −1 when a CDF
     breakpoint 1 − q^k may lie in (or next to) that cell."""
     log_q = math.log1p(-p)
-    cell = np.arange(_CELLS)
-    gap = np.floor(np.log1p(-(cell + 0.5) / _CELLS) / log_q) + threshold
-    table = np.where(gap < 2**15 - 1, gap, -1).astype(np.int16)
     k = np.arange(1, int(math.ceil(-16 * math.log(2) / log_q)) + 3)
-    crossing = np.floor(-np.expm1(k * log_q) * _CELLS).astype(np.int64)
+    crossing = np.floor(-np.expm1(k * log_q) * _CELLS).astype(np.int64)   # cell of 1 − q^k
+    # Geometric(p) − 1 at U = #{k ≥ 1 : 1 − q^k ≤ U}; in a cell at least one cell away from every
+    # crossing that is the number of crossings in earlier cells
+    gap = np.cumsum(np.bincount(np.minimum(crossing + 1, _CELLS), minlength=_CELLS + 1)[:_CELLS]) + threshold
+    table = np.where(gap < 2**15 - 1, gap, -1).astype(np.int16)
     for shift in (-1, 0, 1):
         table[np.clip(crossing + shift, 0, _CELLS - 1)] = -1
     table[-1] = -1
@@ -160,7 +161,7 @@ def _short_run_law(p: float, threshold: int, length: int) -> _ShortRunLaw | None
     rho = q ** (threshold - 1)
     theta = _tilt(p, threshold)
     cap = length
-    if theta < 1.0 and length > _MAX_TABLE:
+    if theta < 1.0:  # past P(S ≥ cap) < _TAIL the path is walked: the table stops there
         cap = min(length, int(math.ceil(math.log(_TAIL) / math.log(theta))) + threshold)
     if cap > _MAX_TABLE:
         return None
@@ -175,9 +176,11 @@ def _short_run_law(p: float, threshold: int, length: int) -> _ShortRunLaw | None
     v = signal.lfilter([1.0], denominator, forcing)
     pmf = rho * u[:cap] * np.exp(np.arange(cap) * math.log(theta)) if theta < 1.0 else rho * u[:cap]
     cdf = np.minimum(np.cumsum(pmf), 1.0)
-    cells = np.arange(_CELLS + 1) / _CELLS
-    at_or_below = np.searchsorted(cdf, cells[:-1], side="right")
-    below_next = np.searchsorted(cdf, cells[1:], side="left")
+    # #{s : cdf(s) ≤ u/2^16} and #{s : cdf(s) < (u+1)/2^16} for every cell u, by counting: scaling
+    # by 2^16 is exact, so cdf(s) ≤ u/2^16 iff ⌈2^16·cdf(s)⌉ ≤ u, and cdf(s) < (u+1)/2^16 iff ⌊2^16·cdf(s)⌋ ≤ u
+    scaled = cdf * _CELLS
+    at_or_below = np.cumsum(np.bincount(np.ceil(scaled).astype(np.int64), minlength=_CELLS + 1)[:_CELLS])
+    below_next = np.cumsum(np.bincount(np.floor(scaled).astype(np.int64), minlength=_CELLS + 1)[:_CELLS])
     table = np.where(at_or_below == below_next, at_or_below, -1)
     table = table.astype(np.int16 if table.max() < 2**15 - 1 else np.int32)
     for array in (u, v, cdf, table, tilted):

@@ -143,6 +143,17 @@ def _streamed_trace_delays(pattern: Pattern, rounds: int, root, first: int, coun
     return tau_max, tau_sum / rounds
 
 
+def clear_table_caches() -> None:
+    """Forget the tables the specialised methods keep between calls (gap laws and plans,
+    Markov plans, the reshuffled chain's CDFs, the periodic laws), so that the next call
+    builds them again: what a first call costs."""
+    from . import gaps
+
+    for cached in (gaps._long_table, gaps._short_run_law, gaps._plan_cached, gaps._markov_plan_cached,
+                   _shifts.transition_cdfs, _periodic._laws_cached):
+        cached.cache_clear()
+
+
 def _run_chunk(args):
     return _chunk_delays(*args)
 

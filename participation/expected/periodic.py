@@ -169,10 +169,20 @@ def _short_gap_weights(p: np.ndarray, threshold: int) -> tuple[np.ndarray, np.nd
 
 def _renewal_tables(p: np.ndarray, threshold: int, length: int) -> tuple[np.ndarray, np.ndarray]:
     """u_φ(s), s < cap, and V_φ(r), r = 1..cap, for every row, cap ≤ ``length``: cut where
-    every V_φ falls below ``_TAIL``."""
+    every V_φ falls below ``_TAIL``.
+
+    The recurrences u(s) = Σ_d w_{φ+s−d}(d) u(s − d) and V(s) = Σ_d (Σ_{g≥d} w_{φ+s−d}(g)) u(s − d)
+    (d = 1..H − 1) are linear in the last H − 1 values of u, with coefficients that depend on
+    s mod P only. A block of K rounds (K a multiple of P, so every block starts at the same
+    phase) is therefore one fixed linear map of the H − 1 values before it: its matrices are
+    the recurrences run once from each unit state, and the blocks then cost one product each
+    instead of K steps. Every entry of those matrices is a sum of products of probabilities,
+    so V keeps its terms positive and small tails their precision."""
     groups, period = p.shape
     w, _ = _short_gap_weights(p, threshold)
     rows, taps = w.shape
+    if taps == 0:                                      # H = 1: no short gaps, S = 0
+        return np.ones((rows, 1)), np.zeros((rows, 1))
     tail_w = np.cumsum(w[:, ::-1], axis=1)[:, ::-1]    # Σ_{g ≥ d} w(g), d = 1..H−1
     # weights by (s mod P): sel[m][k, d − 1] = w_{φ + s − d}(d) with s ≡ m, row k = g·P + φ
     phase = np.arange(rows) % period
@@ -181,20 +191,36 @@ def _renewal_tables(p: np.ndarray, threshold: int, length: int) -> tuple[np.ndar
     pick = [base[:, None] + (phase[:, None] + m - d[None, :]) % period for m in range(period)]
     sel = np.stack([w[pick[m], d - 1] for m in range(period)])[:, :, ::-1]       # reversed: oldest first
     sel_tail = np.stack([tail_w[pick[m], d - 1] for m in range(period)])[:, :, ::-1]
-    u = np.zeros((rows, taps + length))                # u[:, taps + s] = u(s); zeros before s = 0
-    v = np.zeros((rows, length))
+    block = period * -(-_BLOCK_ROUNDS // period)
+    # unit[:, b, taps + i]: u(s0 + i) from the state e_b (u(s0 − taps + b) = 1, the others 0), s0 ≡ 1 mod P
+    unit = np.zeros((rows, taps, taps + block))
+    unit[:, np.arange(taps), np.arange(taps)] = 1.0
+    unit_tail = np.empty((rows, taps, block))
+    for i in range(block):
+        m = (1 + i) % period
+        window = unit[:, :, i : i + taps]
+        unit_tail[:, :, i] = np.einsum("kj,kbj->kb", sel_tail[m], window)
+        unit[:, :, taps + i] = np.einsum("kj,kbj->kb", sel[m], window)
+    step_u, step_v = unit[:, :, taps:], unit_tail          # (rows, taps, block)
+    blocks = -(-length // block)
+    u = np.zeros((rows, taps + blocks * block))           # u[:, taps + s] = u(s); zeros before s = 0
+    v = np.zeros((rows, blocks * block))                  # v[:, s − 1] = V(s)
     u[:, taps] = 1.0
     cap = length
-    for s in range(1, length + 1):
-        window = u[:, s : s + taps]                    # u(s − H + 1) .. u(s − 1)
-        m = s % period
-        v[:, s - 1] = np.einsum("ij,ij->i", sel_tail[m], window) if taps else 0.0
-        if s < length:
-            u[:, taps + s] = np.einsum("ij,ij->i", sel[m], window) if taps else 0.0
-        if v[:, s - 1].max() < _TAIL:
-            cap = s
+    for k in range(blocks):
+        s0 = 1 + k * block
+        state = u[:, s0 : s0 + taps]                      # u(s0 − taps) .. u(s0 − 1)
+        v[:, s0 - 1 : s0 - 1 + block] = np.einsum("kb,kbi->ki", state, step_v)
+        u[:, taps + s0 : taps + s0 + block] = np.einsum("kb,kbi->ki", state, step_u)[:, : u.shape[1] - taps - s0]
+        below = np.flatnonzero(v[:, s0 - 1 : s0 - 1 + block].max(axis=0) < _TAIL)
+        if below.size and s0 + int(below[0]) <= length:
+            cap = s0 + int(below[0])
             break
     return u[:, taps : taps + cap].copy(), v[:, :cap].copy()
+
+
+#: Rounds per block of the renewal recurrences (rounded up to a multiple of the period).
+_BLOCK_ROUNDS = 64
 
 
 #: Bits of the second-level cells (inside a first-level cell that a value falls in).
@@ -233,13 +259,11 @@ def _lookup(survival: np.ndarray, bits: int, offset: int) -> _Lookup:
     held = np.bincount(flat, minlength=rows * cells).reshape(rows, cells)
     before = np.cumsum(held, axis=1) - held            # values in the cells before (larger U')
     top = (offset + before).astype(np.int32)
-    split = held > 0
-    split_rows, split_cells = np.nonzero(split)
-    top[split_rows, split_cells] = -1 - np.arange(split_rows.size, dtype=np.int32)
-    index = np.full(rows * cells, -1, dtype=np.int64)
-    index[split_rows * cells + split_cells] = np.arange(split_rows.size)
-    held_fine = np.bincount(index[flat] * (1 << _FINE_BITS) + sub,
-                            minlength=split_rows.size << _FINE_BITS).reshape(split_rows.size, 1 << _FINE_BITS)
+    split_flat, index = np.unique(flat, return_inverse=True)  # cells holding values; the one of each value
+    split_rows, split_cells = np.divmod(split_flat, cells)
+    np.put(top, split_flat, -1 - np.arange(split_flat.size, dtype=np.int32))
+    held_fine = np.bincount(index * (1 << _FINE_BITS) + sub,
+                            minlength=split_flat.size << _FINE_BITS).reshape(split_flat.size, 1 << _FINE_BITS)
     fine = offset + before[split_rows, split_cells][:, None] + np.cumsum(held_fine, axis=1) - held_fine
     fine = np.where(held_fine > 0, -1, fine).astype(np.int32)
     return _Lookup(top, fine, bits)

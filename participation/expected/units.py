@@ -131,11 +131,14 @@ def constant_probabilities(pattern: Pattern, rounds: int) -> np.ndarray | None:
     known = known_constant(pattern)
     if known is not None:
         return known
-    first = None
-    for _, p in probability_chunks(pattern, rounds):
+    first, start, size = None, 0, 64   # small chunks first: a time-varying pattern shows it early
+    while start < rounds:
+        stop = min(rounds, start + size)
+        p = np.asarray(pattern.probabilities(start, stop), dtype=float)
         first = p[0].copy() if first is None else first
         if not (p == first).all():
             return None
+        start, size = stop, min(2 * size, max(1, CHUNK_CELLS // pattern.n_clients))
     return first
 
 

@@ -48,16 +48,21 @@ def test_tail_filter_is_one_minus_the_cdf(p, threshold):
 
 
 def test_inversion_tables_agree_with_direct_inversion():
-    for p, threshold in [(0.2, 10), (0.03, 1), (0.7, 3)]:
+    for p, threshold in [(0.2, 10), (0.03, 1), (0.7, 3), (1e-4, 40), (0.999, 2), (0.5, 3000)]:
         table = gaps._long_table(p, threshold)
         cells = np.flatnonzero(table >= 0)
         for edge in (0.0, 1.0 - 2.0**-40):
             direct = gaps._long_exact(p, threshold, (cells + edge) / 2**16, 10**9)
             assert np.array_equal(direct, table[cells])
-    law = gaps._short_run_law(0.2, 10, 500)
-    cells = np.flatnonzero(law.table >= 0)
-    for edge in (0.0, 1.0 - 2.0**-40):
-        assert np.array_equal(gaps._invert_short(law, (cells + edge) / 2**16), law.table[cells])
+    for p, threshold, length in [(0.2, 10, 500), (0.05, 30, 22528), (0.6, 4, 204800)]:
+        law = gaps._short_run_law(p, threshold, length)
+        cells = np.flatnonzero(law.table >= 0)
+        for edge in (0.0, 1.0 - 2.0**-40):
+            assert np.array_equal(gaps._invert_short(law, (cells + edge) / 2**16), law.table[cells])
+        # a cell is left open (−1) exactly when a CDF value lies in [u/2^16, (u+1)/2^16)
+        grid = np.arange(2**16 + 1) / 2**16
+        open_cells = np.searchsorted(law.cdf, grid[:-1], side="right") != np.searchsorted(law.cdf, grid[1:], side="left")
+        assert np.array_equal(law.table < 0, open_cells)
 
 
 def _compositions(total: int, largest: int):
@@ -148,3 +153,26 @@ def test_threshold_choice():
     assert gaps._choose_threshold(np.full(2, 0.5), 100) >= 1
     with pytest.raises(ValueError, match="threshold"):
         gaps.gap_chunk(np.full(3, 0.5), 10, np.random.SeedSequence(0), 0, 1, threshold=0)
+
+
+def test_cleared_tables_are_rebuilt_the_same():
+    """``clear_table_caches`` empties every kept table, and a call after it (a first call) gives
+    the same replicates as one with the tables kept."""
+    import participation
+    from participation.expected import monte_carlo
+    from participation.expected import periodic, shifts
+    from participation.expected.montecarlo import clear_table_caches
+    from participation.patterns import ReshuffledCyclic
+
+    cases = [(Bernoulli(0.2, 30), "gaps"), (participation.preset("P3", n_clients=20), "gaps"),
+             (participation.preset("H8"), "gaps"), (participation.preset("cafed-temporal", n_clients=20), "gaps"),
+             (ReshuffledCyclic(20, 4), "shifts")]
+    for pattern, method in cases:
+        kept = monte_carlo(pattern, 300, 12, seed=4, progress=False, keep_samples=True, method=method).samples
+        clear_table_caches()
+        for cached in (gaps._long_table, gaps._short_run_law, gaps._plan_cached, gaps._markov_plan_cached,
+                       shifts.transition_cdfs, periodic._laws_cached):
+            assert cached.cache_info().currsize == 0
+        rebuilt = monte_carlo(pattern, 300, 12, seed=4, progress=False, keep_samples=True, method=method).samples
+        np.testing.assert_array_equal(kept["tau_max"], rebuilt["tau_max"])
+        np.testing.assert_array_equal(kept["tau_avg"], rebuilt["tau_avg"])

@@ -83,6 +83,44 @@ def test_short_run_tables_match_enumeration(threshold):
             assert tail[0] == 1.0
 
 
+def _renewal_by_steps(p, threshold, length):
+    """u_φ(s) and V_φ(r) step by step from their definitions (module docstring), for every row
+    (sequence g, phase φ), cut at the first r where every V_φ(r) is below ``periodic._TAIL``."""
+    groups, period = p.shape
+    rows = groups * period
+
+    def w(row, at, g):                      # P(short gap g from a point at absolute phase ``at``)
+        seq = p[row // period]
+        absent = np.prod([1 - seq[(at + j) % period] for j in range(1, g)])
+        return absent * seq[(at + g) % period]
+
+    u = np.zeros((rows, length + 1))
+    v = np.zeros((rows, length))
+    u[:, 0] = 1.0
+    cap = length
+    for r in range(1, length + 1):
+        for row in range(rows):
+            phase = row % period - 1                   # the run starts after a point of phase φ − 1
+            terms = [(u[row, r - d], phase + r - d, d) for d in range(1, threshold) if r - d >= 0]
+            u[row, r] = sum(x * w(row, at, d) for x, at, d in terms)
+            v[row, r - 1] = sum(x * sum(w(row, at, g) for g in range(d, threshold)) for x, at, d in terms)
+        if v[:, r - 1].max() < periodic._TAIL:
+            cap = r
+            break
+    return u[:, :cap], v[:, :cap]
+
+
+@pytest.mark.parametrize("threshold,length", [(2, 50), (5, 300), (9, 700), (1, 10)])
+def test_renewal_tables_match_the_recurrence_step_by_step(threshold, length):
+    """The blocked recurrences against the plain ones, including phases with p = 0 and p = 1."""
+    p = np.array([[0.3, 0.0, 0.25, 0.6, 0.1, 0.45, 0.2], [0.05, 0.15, 1.0, 0.02, 0.3, 0.0, 0.5]])
+    u, v = periodic._renewal_tables(p, threshold, length)
+    u_ref, v_ref = _renewal_by_steps(p, threshold, length)
+    assert u.shape == u_ref.shape and v.shape == v_ref.shape
+    np.testing.assert_allclose(u, u_ref, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(v, v_ref, rtol=1e-12, atol=0)
+
+
 def test_long_gap_survival():
     rounds = 30
     laws = periodic.periodic_laws(_periodic_p(rounds), rounds, threshold=3)
