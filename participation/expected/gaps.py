@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 from scipy import optimize, signal
@@ -71,6 +71,14 @@ def constant_probabilities(pattern: Pattern, rounds: int) -> np.ndarray | None:
     return _constant_probabilities(pattern, rounds)
 
 
+def _step_counts(edges: np.ndarray, start: int = 0) -> np.ndarray:
+    """start + #{k : edges[k] ≤ u} for every cell u < 2^16, for nondecreasing ``edges`` in [0, 2^16];
+    int16 when every value is below 2^15 − 1 (the tables' sentinel range), else int64."""
+    lengths = np.diff(edges, prepend=0, append=_CELLS)
+    dtype = np.int16 if start + edges.size < 2**15 - 1 else np.int64
+    return np.repeat(np.arange(start, start + edges.size + 1, dtype=dtype), lengths)
+
+
 @lru_cache(maxsize=64)
 def _long_table(p: float, threshold: int) -> np.ndarray:
     """table[u] = H − 1 + Geometric(p) for u/2^16 ≤ U < (u+1)/2^16, or −1 when a CDF
@@ -80,8 +88,9 @@ def _long_table(p: float, threshold: int) -> np.ndarray:
     crossing = np.floor(-np.expm1(k * log_q) * _CELLS).astype(np.int64)   # cell of 1 − q^k
     # Geometric(p) − 1 at U = #{k ≥ 1 : 1 − q^k ≤ U}; in a cell at least one cell away from every
     # crossing that is the number of crossings in earlier cells
-    gap = np.cumsum(np.bincount(np.minimum(crossing + 1, _CELLS), minlength=_CELLS + 1)[:_CELLS]) + threshold
-    table = np.where(gap < 2**15 - 1, gap, -1).astype(np.int16)
+    table = _step_counts(np.minimum(crossing + 1, _CELLS), threshold)
+    if table.dtype != np.int16:
+        table = np.where(table < 2**15 - 1, table, -1).astype(np.int16)
     for shift in (-1, 0, 1):
         table[np.clip(crossing + shift, 0, _CELLS - 1)] = -1
     table[-1] = -1
@@ -176,13 +185,16 @@ def _short_run_law(p: float, threshold: int, length: int) -> _ShortRunLaw | None
     v = signal.lfilter([1.0], denominator, forcing)
     pmf = rho * u[:cap] * np.exp(np.arange(cap) * math.log(theta)) if theta < 1.0 else rho * u[:cap]
     cdf = np.minimum(np.cumsum(pmf), 1.0)
-    # #{s : cdf(s) ≤ u/2^16} and #{s : cdf(s) < (u+1)/2^16} for every cell u, by counting: scaling
-    # by 2^16 is exact, so cdf(s) ≤ u/2^16 iff ⌈2^16·cdf(s)⌉ ≤ u, and cdf(s) < (u+1)/2^16 iff ⌊2^16·cdf(s)⌋ ≤ u
+    # the value #{s : cdf(s) ≤ U} is that of U = u/2^16 throughout cell u unless some cdf(s) lies in
+    # (u/2^16, (u+1)/2^16); scaling by 2^16 is exact, so cdf(s) ≤ u/2^16 iff ⌈2^16·cdf(s)⌉ ≤ u, and
+    # cdf(s) lies inside cell ⌊2^16·cdf(s)⌋ when 2^16·cdf(s) is not a whole number
     scaled = cdf * _CELLS
-    at_or_below = np.cumsum(np.bincount(np.ceil(scaled).astype(np.int64), minlength=_CELLS + 1)[:_CELLS])
-    below_next = np.cumsum(np.bincount(np.floor(scaled).astype(np.int64), minlength=_CELLS + 1)[:_CELLS])
-    table = np.where(at_or_below == below_next, at_or_below, -1)
-    table = table.astype(np.int16 if table.max() < 2**15 - 1 else np.int32)
+    table = _step_counts(np.ceil(scaled).astype(np.int64))
+    if table.dtype != np.int16:
+        table = table.astype(np.int32)
+    low = np.floor(scaled)
+    inside = low[scaled != low].astype(np.int64)
+    table[inside[inside < _CELLS]] = -1
     for array in (u, v, cdf, table, tilted):
         array.flags.writeable = False
     return _ShortRunLaw(p, threshold, cap, theta, tilted, u, v, cdf, table, rho)
@@ -267,9 +279,9 @@ def _plan_cached(p_bytes: bytes, rounds: int, threshold: int | None) -> _Plan:
         groups.append(group)
         column += pairs * (1 if law is None else 2)
         if value < 1.0:
-            fallbacks += pairs * float(np.mean(_long_table(float(value), group.threshold) < 0))
+            fallbacks += pairs * np.count_nonzero(_long_table(float(value), group.threshold) < 0) / _CELLS
         if law is not None:
-            fallbacks += pairs * float(np.mean(law.table < 0))
+            fallbacks += pairs * np.count_nonzero(law.table < 0) / _CELLS
     columns = -(-column // 4) * 4
     reserve = int(math.ceil(fallbacks + 6 * math.sqrt(fallbacks) + 16))
     return _Plan(rounds, window, threshold, tuple(groups), columns, reserve)
@@ -391,28 +403,44 @@ def _invert_short(law: _ShortRunLaw, uniform: np.ndarray) -> np.ndarray:
     return np.searchsorted(law.cdf, uniform, side="right")
 
 
-def _draw_block(table: np.ndarray, cells: np.ndarray, fallbacks: _Fallbacks, exact) -> np.ndarray:
-    values = np.take(table, cells)
+def _spans(plan: _Plan) -> list[tuple[int, int, np.ndarray, object]]:
+    """(first column, end column, 16-bit table, exact inversion) of every drawn block of columns:
+    each group's short runs S, then its long gaps H − 1 + Geometric(p) (every gap when H = 1)."""
+    spans = []
+    for group in plan.groups:
+        column = group.first_column
+        law = group.law
+        if law is not None:
+            spans.append((column, column + group.pairs, law.table, partial(_invert_short, law)))
+            column += group.pairs
+        if 0.0 < group.p < 1.0:
+            spans.append((column, column + group.pairs, _long_table(group.p, group.threshold),
+                          partial(_long_exact, group.p, group.threshold, limit=group.length + 1)))
+    return spans
+
+
+def _table_values(plan: _Plan, cells: np.ndarray, fallbacks: _Fallbacks) -> np.ndarray:
+    """The value of every drawn column: its table at the cell, or, in a cell the table leaves open,
+    the exact inversion at the cell completed by a fallback uniform. The fallbacks of a row are
+    handed out in column order (one call for every group of the chunk)."""
+    spans = _spans(plan)
+    dtype = np.result_type(np.int16, *(table.dtype for _, _, table, _ in spans))
+    values = np.zeros(cells.shape, dtype=dtype)
+    for start, stop, table, _ in spans:
+        np.take(table.astype(dtype, copy=False), cells[:, start:stop], out=values[:, start:stop], mode="clip")
     bad = np.flatnonzero(values < 0)
     if bad.size:
         rows, cols = np.divmod(bad, cells.shape[1])
         uniform = (cells[rows, cols] + fallbacks.uniforms(rows)) / _CELLS
-        exact_values = exact(uniform)
-        if exact_values.max(initial=0) > np.iinfo(values.dtype).max:
+        exact = np.empty(bad.size, dtype=np.int64)
+        for start, stop, _, invert in spans:
+            inside = (cols >= start) & (cols < stop)
+            if inside.any():
+                exact[inside] = invert(uniform[inside])
+        if exact.max() > np.iinfo(values.dtype).max:
             values = values.astype(np.int64)
-        values[rows, cols] = exact_values
+        values[rows, cols] = exact
     return values
-
-
-def _draw_long(group: _Group, cells: np.ndarray, fallbacks: _Fallbacks) -> np.ndarray:
-    """Long gaps H − 1 + Geometric(p) (every gap when H = 1; ∞ when p = 0)."""
-    if group.p == 0.0:
-        return np.full(cells.shape, group.length + 1, dtype=np.int64)
-    if group.p == 1.0:
-        return np.full(cells.shape, group.threshold, dtype=np.int16)
-    limit = group.length + 1
-    return _draw_block(_long_table(group.p, group.threshold), cells, fallbacks,
-                       lambda u: _long_exact(group.p, group.threshold, u, limit))
 
 
 def _draw(plan: _Plan, root, first: int, count: int) -> list[_Intervals]:
@@ -420,18 +448,24 @@ def _draw(plan: _Plan, root, first: int, count: int) -> list[_Intervals]:
     words = block_words(plan, root, first, count)
     cells = words[:, : plan.columns // 4].view(np.uint16)
     fallbacks = _Fallbacks(words, plan, root, first)
+    values = _table_values(plan, cells, fallbacks)
     out = []
     for index, group in enumerate(plan.groups):
         column = group.first_column
         law = group.law
         if law is not None:
-            short = _draw_block(law.table, cells[:, column : column + group.pairs], fallbacks, lambda u: _invert_short(law, u))
+            short = values[:, column : column + group.pairs]
             column += group.pairs
             if law.cap < group.length:
                 short = _resolve_capped(short, law, root, first, index)
         else:
             short = np.zeros((count, group.pairs), dtype=np.int16)
-        long = _draw_long(group, cells[:, column : column + group.pairs], fallbacks)
+        if group.p == 0.0:      # never selected: one interval (−1, ∞)
+            long = np.full((count, group.pairs), group.length + 1, dtype=np.int64)
+        elif group.p == 1.0:
+            long = np.full((count, group.pairs), group.threshold, dtype=np.int16)
+        else:
+            long = values[:, column : column + group.pairs]
         widest = (int(short.max()) + int(long.max())) * group.pairs  # bounds every cumulative sum
         end1 = np.add(short, long, dtype=np.int32 if widest < 2**31 - 1 else np.int64)
         np.cumsum(end1, axis=1, out=end1)

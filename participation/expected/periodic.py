@@ -242,30 +242,36 @@ class _Lookup:
         return self.top.nbytes + self.fine.nbytes
 
 
+def _counts_below(keys: np.ndarray, size: int) -> np.ndarray:
+    """#{k ∈ keys : k < f} for f = 0..size−1, for sorted ``keys`` in [0, size), as int32."""
+    lengths = np.diff(keys + 1, prepend=0, append=size)
+    return np.repeat(np.arange(keys.size + 1, dtype=np.int32), lengths)
+
+
 def _lookup(survival: np.ndarray, bits: int, offset: int) -> _Lookup:
     """The two-level tables of ``offset + #{j : survival[k, j] > U'}`` for every row k.
 
     U' ∈ (1 − (c + 1)/2^b, 1 − c/2^b] in cell c, so a value s lies in the cell
     c = 2^b − ⌈s·2^b⌉ (the scaling by a power of two is exact, and so is the ceiling); a cell
     holding no value has, for every U' in it, the count of the values in the cells before it,
-    and a cell holding some is split the same way at b + 8 bits."""
+    and a cell holding some is split the same way at b + 8 bits. The counts come from the
+    sorted cell keys of the values, one step function over all rows."""
     rows, width = survival.shape
     cells, fine_bits = 1 << bits, bits + _FINE_BITS
     row, _ = np.nonzero(survival > 0)                 # a zero is never above U' > 0
     values = survival[survival > 0]
-    fine_cell = (1 << fine_bits) - np.ceil(values * 2.0**fine_bits).astype(np.int64)
-    cell, sub = fine_cell >> _FINE_BITS, fine_cell & ((1 << _FINE_BITS) - 1)
-    flat = row * cells + cell
-    held = np.bincount(flat, minlength=rows * cells).reshape(rows, cells)
-    before = np.cumsum(held, axis=1) - held            # values in the cells before (larger U')
-    top = (offset + before).astype(np.int32)
+    fine_key = np.sort(row * (cells << _FINE_BITS) + (1 << fine_bits) - np.ceil(values * 2.0**fine_bits).astype(np.int64))
+    flat, sub = fine_key >> _FINE_BITS, fine_key & ((1 << _FINE_BITS) - 1)   # row·2^b + cell, and the finer bits
+    below = _counts_below(flat, rows * cells).reshape(rows, cells)
+    below -= below[:, :1]                              # values in the cells before, in the same row
+    top = below + np.int32(offset)
     split_flat, index = np.unique(flat, return_inverse=True)  # cells holding values; the one of each value
-    split_rows, split_cells = np.divmod(split_flat, cells)
     np.put(top, split_flat, -1 - np.arange(split_flat.size, dtype=np.int32))
-    held_fine = np.bincount(index * (1 << _FINE_BITS) + sub,
-                            minlength=split_flat.size << _FINE_BITS).reshape(split_flat.size, 1 << _FINE_BITS)
-    fine = offset + before[split_rows, split_cells][:, None] + np.cumsum(held_fine, axis=1) - held_fine
-    fine = np.where(held_fine > 0, -1, fine).astype(np.int32)
+    inner = index * (1 << _FINE_BITS) + sub            # sorted: (split cell, finer bits) of each value
+    fine = _counts_below(inner, split_flat.size << _FINE_BITS).reshape(split_flat.size, 1 << _FINE_BITS)
+    fine -= fine[:, :1]
+    fine += (np.int32(offset) + below.ravel()[split_flat])[:, None]
+    np.put(fine, inner, -1)
     return _Lookup(top, fine, bits)
 
 
