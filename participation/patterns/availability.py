@@ -19,7 +19,7 @@ import numpy as np
 
 from .._random import BLOCK, keyed_uniforms
 from .base import BlockPattern, Pattern, check_count, check_probabilities, frozen_array
-from .sampling import EPOCH_BLOCK
+from .sampling import EPOCH_BLOCK, positions_in_order
 
 #: Spawn-key tag of :class:`Selected`'s own draws (its availability keeps the caller's keys).
 _SELECTION_STREAM = 0x5E1EC7
@@ -369,7 +369,7 @@ class _ReshuffledWalk:
         while self.first_unit * EPOCH_BLOCK + self.positions.shape[1] <= epoch:
             unit = self.first_unit + self.positions.shape[1] // EPOCH_BLOCK
             u = keyed_uniforms(self.root, self.replicates, unit, (EPOCH_BLOCK, self.n))
-            rank = np.argsort(np.argsort(u, axis=-1), axis=-1).astype(np.int32)
+            rank = positions_in_order(u)
             self.positions = np.concatenate([self.positions, rank], axis=1)
 
     def forget_old_orders(self) -> None:

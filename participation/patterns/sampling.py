@@ -24,6 +24,15 @@ def _check_sizes(n_clients, per_round):
         raise ValueError(f"per_round S={per_round} exceeds n_clients N={n_clients}")
 
 
+def positions_in_order(u: np.ndarray) -> np.ndarray:
+    """The position of each client in the order of increasing ``u`` along the last axis (the inverse
+    of ``argsort``, equal to ``argsort(argsort(u))`` with one sort), as int32."""
+    order = np.argsort(u, axis=-1)
+    rank = np.empty(u.shape, dtype=np.int32)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(u.shape[-1], dtype=np.int32), u.shape), axis=-1)
+    return rank
+
+
 @dataclass(frozen=True)
 class Uniform(BlockPattern):
     """Case 1 / P1: S_t is a uniformly random S-subset of the N clients, independently
@@ -116,7 +125,7 @@ class ReshuffledCyclic(Pattern):
         out = np.empty((len(replicates), stop - start, self.n_clients), dtype=bool)
         for k in range(int(unit_of[-1]) + 1):
             u = keyed_uniforms(root, replicates, first_unit + k, (EPOCH_BLOCK, self.n_clients))
-            rank = np.argsort(np.argsort(u, axis=-1), axis=-1)  # position of each client in the epoch's order
+            rank = positions_in_order(u)
             inside = unit_of == k
             local = within[inside] - k * EPOCH_BLOCK
             out[:, inside] = (rank[:, local] // self.per_round) == slot[inside][None, :, None]
