@@ -202,9 +202,10 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     20–40 times faster than a Bernoulli matrix per replicate, for ``Markov`` patterns
     (every absence run of each chain, drawn as alternating geometric runs), for independent
     clients whose probabilities repeat with a period P (long absences only again, every law
-    indexed by the phase, :mod:`.periodic`; FedSUM's P3 at N = 100, T = 2000: about 30 times one
-    trace at a time; used when the clients' distinct sequences times P are at most
-    ``periodic.MAX_PHASE_ROWS``; "auto" only when a row draws at most
+    indexed by the phase, :mod:`.periodic`; FedSUM's P3 at N = 100, T = 2000: about 23 times one
+    trace at a time in a first call, which builds the tables, 28 times in later calls; used when
+    the clients' distinct sequences times P are at most ``periodic.MAX_PHASE_ROWS``; "auto" only
+    when a row draws at most
     ``periodic.AUTO_STEPS_PER_ROUND`` steps a round), and for other independent clients with time-varying
     probabilities (every presence, by inverting the cumulative hazard of
     ``pattern.probabilities(0, rounds)``; about 2.5 times "trace"); ``"epochs"`` (``ReshuffledCyclic``
