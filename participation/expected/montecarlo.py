@@ -115,6 +115,12 @@ def streamed(pattern: Pattern, rounds: int, count: int) -> bool:
     return rounds * pattern.n_clients * count > CHUNK_CELLS
 
 
+def _streams_windows(pattern: Pattern, rounds: int, size: int) -> bool:
+    """Whether a chunk of ``size`` replicates of method "trace" streams windows of rounds (one
+    trace for a deterministic pattern, whatever the chunk)."""
+    return streamed(pattern, rounds, 1 if pattern.deterministic else size)
+
+
 def _streamed_trace_delays(pattern: Pattern, rounds: int, root, first: int, count: int, on_window=None):
     """τ_max and τ_avg of replicates first..first+count−1, their traces generated and consumed
     a window of rounds at a time (``pattern.sample_batch(..., start=)`` gives the same rounds
@@ -334,10 +340,9 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
         need = largest * rounds * (n + 32 * -(-n // 64) + 16) + largest * BLOCK * n * 8
     require_memory(need, f"Monte-Carlo over {rounds} rounds × {pattern.n_clients} clients "
                          f"({largest} replicate{'s' if largest > 1 else ''} at a time, method {method!r})")
+    windows = method == "trace" and device is None and _streams_windows(pattern, rounds, size)
     tau_max, tau_avg = _replicates(pattern, rounds, root, _first, _first + reps, size, device, method, p, executor,
-                                   progress if progress is not None else
-                                   reps > size or (method == "trace" and device is None and streamed(pattern, rounds, size)),
-                                   "Monte-Carlo chunks")
+                                   progress if progress is not None else reps > size or windows, "Monte-Carlo chunks")
     samples = {"tau_max": tau_max, "tau_avg": tau_avg} if keep_samples else None
     return MonteCarloResult(Estimate.from_samples(tau_max, confidence, quantiles),
                             Estimate.from_samples(tau_avg, confidence, quantiles), reps, rounds, samples, method)
@@ -351,7 +356,7 @@ def _replicates(pattern, rounds, root, first, last, size, device, method, p, exe
     _raise_allocator_threshold()
     starts = list(range(first, last, size))
     jobs = [(pattern, rounds, root, a, min(size, last - a), device, method, p) for a in starts]
-    if show and executor is None and method == "trace" and device is None and streamed(pattern, rounds, size):
+    if show and executor is None and method == "trace" and device is None and _streams_windows(pattern, rounds, size):
         from tqdm.auto import tqdm
 
         with tqdm(total=len(jobs) * rounds, desc=desc, unit="round", unit_scale=True, leave=False) as bar:
