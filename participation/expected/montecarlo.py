@@ -183,6 +183,104 @@ METHODS = ("auto", "trace", "gaps", "shifts", "epochs", "subsets", "cycles")
 FIRST_CHECK = 64
 
 
+def _gap_laws(pattern: Pattern, rounds: int, method: str):
+    """What method "gaps" draws from, or None where it does not apply (or, for "auto", where
+    whole traces are cheaper): constant probabilities, Markov chains, periodic laws, or the
+    cumulative hazards of other time-varying probabilities."""
+    p = constant_probabilities(pattern, rounds)
+    if p is None:
+        p = markov_chains(pattern)  # independent two-state chains: their gaps, by alternating runs
+    if p is None and method in ("gaps", "auto") and varying_applies(pattern, rounds):
+        p = _periodic.pattern_laws(pattern, rounds)  # periodic probabilities: long absences only
+        if method == "auto" and p is not None and p.steps > _periodic.AUTO_STEPS_PER_ROUND * rounds:
+            p = None  # dense: nearly every gap is a step, and whole traces are cheaper
+        if p is None:
+            # other time-varying probabilities: every presence, by inversion of Λ
+            table = 8 * rounds * pattern.n_clients
+            if method == "gaps":
+                require_memory(table, f"the probabilities of {rounds} rounds × {pattern.n_clients} clients "
+                                      "(method 'gaps')")
+            if method == "gaps" or 2 * table <= memory_limit():
+                p = varying_probabilities(pattern, rounds, None if method == "gaps" else VARYING_AUTO_GROUPS)
+                if method == "auto" and p is not None and p.columns > VARYING_AUTO_DENSITY * rounds * pattern.n_clients:
+                    p = None  # dense (or, above, many distinct sequences): whole traces are cheaper
+    return p
+
+
+def _resolve_method(pattern: Pattern, method: str, p, device) -> str:
+    """``method`` checked against the pattern (a one-line ValueError where it does not apply), or,
+    for "auto", the first that applies of gaps, shifts, epochs, subsets, cycles, else trace."""
+    applies = {
+        "gaps": (p is not None, "method='gaps' needs independent clients or Markov chains, and no device"),
+        "shifts": (device is None and _shifts.applies(pattern),
+                   "method='shifts' needs a ReshuffledCyclic pattern where every client joins once an epoch "
+                   f"(remainder='short' or S | N) of at most {_shifts.MAX_EPOCH_ROUNDS} rounds, and no device"),
+        "epochs": (device is None and _epochs.applies(pattern),
+                   "method='epochs' needs a ReshuffledCyclic pattern and no device"),
+        "subsets": (device is None and _subsets.applies(pattern),
+                    "method='subsets' needs a Uniform pattern and no device"),
+        "cycles": (device is None and _cycles.applies(pattern),
+                   "method='cycles' needs an OnOffCycles pattern and no device"),
+    }
+    if method == "auto":
+        return next((name for name, (ok, _) in applies.items() if ok), "trace")
+    if method in applies and not applies[method][0]:
+        raise ValueError(applies[method][1])
+    return method
+
+
+def _gap_chunking(p):
+    """(chunk size, chunk bytes) functions of method "gaps" for what it draws from."""
+    if isinstance(p, _periodic.PeriodicLaws):
+        return (lambda laws, rounds: _periodic.periodic_chunk_size(laws),
+                lambda laws, rounds, count: _periodic.periodic_chunk_bytes(laws, count))
+    if isinstance(p, MarkovChains):
+        return markov_chunk_size, markov_chunk_bytes
+    if isinstance(p, VaryingProbabilities):
+        return varying_chunk_size, varying_chunk_bytes
+    return gap_chunk_size, gap_chunk_bytes
+
+
+def _chunk_size(pattern: Pattern, rounds: int, reps: int, method: str, p) -> int:
+    """Replicates per chunk: each method's own choice; for whole traces about ``CHUNK_CELLS``
+    cells, or every replicate at once for a deterministic pattern (one trace serves them all)."""
+    if method == "gaps":
+        return _gap_chunking(p)[0](p, rounds)
+    if method == "epochs":
+        return max(1, CHUNK_CELLS // (EPOCH_BLOCK * pattern.n_clients * 4))
+    if method == "shifts":
+        return _shifts.chunk_size(pattern, rounds)
+    if method == "subsets":
+        return _subsets.chunk_size(pattern, rounds)
+    if method == "cycles":
+        return _cycles.chunk_size(pattern)
+    if pattern.deterministic:
+        return reps
+    return max(1, CHUNK_CELLS // (rounds * pattern.n_clients))
+
+
+def _chunk_bytes(pattern: Pattern, rounds: int, count: int, method: str, p, device) -> int:
+    """Peak bytes of one chunk of ``count`` replicates, estimated before anything is drawn."""
+    n = pattern.n_clients
+    if method == "gaps":
+        return _gap_chunking(p)[1](p, rounds, count)
+    if method == "epochs":
+        return _epochs.chunk_bytes(pattern, count)
+    if method == "shifts":
+        return _shifts.chunk_bytes(pattern, rounds, count)
+    if method == "subsets":
+        return _subsets.chunk_bytes(pattern, rounds, count)
+    if method == "cycles":
+        return _cycles.chunk_bytes(pattern, count)
+    if pattern.deterministic:  # one replicate's trace, whatever the chunk
+        return min(rounds, stream_window(n)) * (n + 32 * -(-n // 64) + 16) + BLOCK * n * 8
+    if device is None and streamed(pattern, rounds, count):
+        # streamed: one window of masks (1 byte a cell), its a_{i,t} (4), the uniforms of a block, the carry
+        return stream_window(n, count) * n * count * (1 + 4 + 8) + count * BLOCK * n * 8 + count * n * 8
+    # the masks of a chunk, their uniforms (one block of rounds) and the delay kernel's packed copies
+    return count * rounds * (n + 32 * -(-n // 64) + 16) + count * BLOCK * n * 8
+
+
 def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=None, *, stderr: float | None = None,
                 max_reps: int = 1 << 20, executor: Executor | None = None,
                 chunk_size: int | None = None, device=None, confidence: float = 0.95,
@@ -260,86 +358,16 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     root = seed_sequence(seed)
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
-    p = constant_probabilities(pattern, rounds) if device is None else None
-    if p is None and device is None:
-        p = markov_chains(pattern)  # independent two-state chains: their gaps, by alternating runs
-    if p is None and device is None and method in ("gaps", "auto") and varying_applies(pattern, rounds):
-        p = _periodic.pattern_laws(pattern, rounds)  # periodic probabilities: long absences only
-        if method == "auto" and p is not None and p.steps > _periodic.AUTO_STEPS_PER_ROUND * rounds:
-            p = None  # dense: nearly every gap is a step, and whole traces are cheaper
-        if p is None:
-            # other time-varying probabilities: every presence, by inversion of Λ
-            table = 8 * rounds * pattern.n_clients
-            if method == "gaps":
-                require_memory(table, f"the probabilities of {rounds} rounds × {pattern.n_clients} clients "
-                                      "(method 'gaps')")
-            if method == "gaps" or 2 * table <= memory_limit():
-                p = varying_probabilities(pattern, rounds, None if method == "gaps" else VARYING_AUTO_GROUPS)
-                if method == "auto" and p is not None and p.columns > VARYING_AUTO_DENSITY * rounds * pattern.n_clients:
-                    p = None  # dense (or, above, many distinct sequences): whole traces are cheaper
-    gaps_apply = p is not None
-    if method == "gaps" and not gaps_apply:
-        raise ValueError("method='gaps' needs independent clients or Markov chains, and no device")
-    epochs_apply = device is None and _epochs.applies(pattern)
-    if method == "epochs" and not epochs_apply:
-        raise ValueError("method='epochs' needs a ReshuffledCyclic pattern and no device")
-    shifts_apply = device is None and _shifts.applies(pattern)
-    if method == "shifts" and not shifts_apply:
-        raise ValueError("method='shifts' needs a ReshuffledCyclic pattern where every client joins once an epoch "
-                         f"(remainder='short' or S | N) of at most {_shifts.MAX_EPOCH_ROUNDS} rounds, and no device")
-    subsets_apply = device is None and _subsets.applies(pattern)
-    if method == "subsets" and not subsets_apply:
-        raise ValueError("method='subsets' needs a Uniform pattern and no device")
-    cycles_apply = device is None and _cycles.applies(pattern)
-    if method == "cycles" and not cycles_apply:
-        raise ValueError("method='cycles' needs an OnOffCycles pattern and no device")
-    if method == "auto":
-        method = ("gaps" if gaps_apply else "shifts" if shifts_apply else "epochs" if epochs_apply
-                  else "subsets" if subsets_apply else "cycles" if cycles_apply else "trace")
+    p = _gap_laws(pattern, rounds, method) if device is None else None
+    method = _resolve_method(pattern, method, p, device)
     if chunk_size is not None:
         size = check_count(chunk_size, "chunk_size")
-    elif method == "gaps":
-        size = (_periodic.periodic_chunk_size(p) if isinstance(p, _periodic.PeriodicLaws) else
-                (markov_chunk_size if isinstance(p, MarkovChains) else
-                 varying_chunk_size if isinstance(p, VaryingProbabilities) else gap_chunk_size)(p, rounds))
-    elif method == "epochs":
-        size = max(1, CHUNK_CELLS // (EPOCH_BLOCK * pattern.n_clients * 4))
-    elif method == "shifts":
-        size = _shifts.chunk_size(pattern, rounds)
-    elif method == "subsets":
-        size = _subsets.chunk_size(pattern, rounds)
-    elif method == "cycles":
-        size = _cycles.chunk_size(pattern)
-    elif pattern.deterministic:
-        size = reps  # one trace serves every replicate
     else:
-        size = max(1, CHUNK_CELLS // (rounds * pattern.n_clients))
+        size = _chunk_size(pattern, rounds, reps, method, p)
     largest = min(size, reps)
-    if method == "gaps":
-        need = (_periodic.periodic_chunk_bytes(p, largest) if isinstance(p, _periodic.PeriodicLaws) else
-                (markov_chunk_bytes if isinstance(p, MarkovChains) else
-                 varying_chunk_bytes if isinstance(p, VaryingProbabilities) else gap_chunk_bytes)(p, rounds, largest))
-    elif method == "epochs":
-        need = _epochs.chunk_bytes(pattern, largest)
-    elif method == "shifts":
-        need = _shifts.chunk_bytes(pattern, rounds, largest)
-    elif method == "subsets":
-        need = _subsets.chunk_bytes(pattern, rounds, largest)
-    elif method == "cycles":
-        need = _cycles.chunk_bytes(pattern, largest)
-    elif pattern.deterministic:  # one replicate's trace, whatever the chunk
-        n = pattern.n_clients
-        need = min(rounds, stream_window(n)) * (n + 32 * -(-n // 64) + 16) + BLOCK * n * 8
-    elif device is None and streamed(pattern, rounds, largest):
-        # streamed: one window of masks (1 byte a cell), its a_{i,t} (4), the uniforms of a block, the carry
-        n = pattern.n_clients
-        cells = stream_window(n, largest) * n * largest
-        need = cells * (1 + 4 + 8) + largest * BLOCK * n * 8 + largest * n * 8
-    else:  # the masks of a chunk, their uniforms (one block of rounds) and the delay kernel's packed copies
-        n = pattern.n_clients
-        need = largest * rounds * (n + 32 * -(-n // 64) + 16) + largest * BLOCK * n * 8
-    require_memory(need, f"Monte-Carlo over {rounds} rounds × {pattern.n_clients} clients "
-                         f"({largest} replicate{'s' if largest > 1 else ''} at a time, method {method!r})")
+    require_memory(_chunk_bytes(pattern, rounds, largest, method, p, device),
+                   f"Monte-Carlo over {rounds} rounds × {pattern.n_clients} clients "
+                   f"({largest} replicate{'s' if largest > 1 else ''} at a time, method {method!r})")
     windows = method == "trace" and device is None and _streams_windows(pattern, rounds, size)
     tau_max, tau_avg = _replicates(pattern, rounds, root, _first, _first + reps, size, device, method, p, executor,
                                    progress if progress is not None else reps > size or windows, "Monte-Carlo chunks")
