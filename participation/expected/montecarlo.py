@@ -27,10 +27,10 @@ from . import epochs as _epochs
 from . import periodic as _periodic
 from . import shifts as _shifts
 from . import subsets as _subsets
-from .gaps import (MarkovChains, VaryingProbabilities, constant_probabilities, gap_chunk, gap_chunk_bytes,
-                   gap_chunk_size, markov_chains, markov_chunk, markov_chunk_bytes, markov_chunk_size, varying_chunk,
-                   varying_chunk_bytes, varying_chunk_size, varying_probabilities, varying_applies, VARYING_AUTO_DENSITY,
-                   VARYING_AUTO_GROUPS)
+from .gaps import constant_probabilities, gap_chunk, gap_chunk_bytes, gap_chunk_size
+from .markov_gaps import MarkovChains, markov_chains, markov_chunk, markov_chunk_bytes, markov_chunk_size
+from .varying_gaps import (VARYING_AUTO_DENSITY, VARYING_AUTO_GROUPS, VaryingProbabilities, varying_applies,
+                           varying_chunk, varying_chunk_bytes, varying_chunk_size, varying_probabilities)
 
 #: Cells (rounds × clients × replicates) generated per chunk.
 CHUNK_CELLS = 1 << 24
@@ -153,9 +153,9 @@ def clear_table_caches() -> None:
     """Forget the tables the specialised methods keep between calls (gap laws and plans,
     Markov plans, the reshuffled chain's CDFs, the periodic laws), so that the next call
     builds them again: what a first call costs."""
-    from . import gaps
+    from . import gaps, markov_gaps
 
-    for cached in (gaps._long_table, gaps._short_run_law, gaps._plan_cached, gaps._markov_plan_cached,
+    for cached in (gaps._long_table, gaps._short_run_law, gaps._plan_cached, markov_gaps._markov_plan_cached,
                    _shifts.transition_cdfs, _periodic._laws_cached):
         cached.cache_clear()
 

@@ -160,7 +160,7 @@ def test_cleared_tables_are_rebuilt_the_same():
     the same replicates as one with the tables kept."""
     import participation
     from participation.expected import monte_carlo
-    from participation.expected import periodic, shifts
+    from participation.expected import markov_gaps, periodic, shifts
     from participation.expected.montecarlo import clear_table_caches
     from participation.patterns import ReshuffledCyclic
 
@@ -170,7 +170,7 @@ def test_cleared_tables_are_rebuilt_the_same():
     for pattern, method in cases:
         kept = monte_carlo(pattern, 300, 12, seed=4, progress=False, keep_samples=True, method=method).samples
         clear_table_caches()
-        for cached in (gaps._long_table, gaps._short_run_law, gaps._plan_cached, gaps._markov_plan_cached,
+        for cached in (gaps._long_table, gaps._short_run_law, gaps._plan_cached, markov_gaps._markov_plan_cached,
                        shifts.transition_cdfs, periodic._laws_cached):
             assert cached.cache_info().currsize == 0
         rebuilt = monte_carlo(pattern, 300, 12, seed=4, progress=False, keep_samples=True, method=method).samples

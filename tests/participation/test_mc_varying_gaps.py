@@ -1,6 +1,6 @@
 """Monte-Carlo method "gaps" for independent clients with time-varying probabilities.
 
-Every presence is drawn by inverting the cumulative hazard Λ (participation.expected.gaps,
+Every presence is drawn by inverting the cumulative hazard Λ (participation.expected.varying_gaps,
 ``varying_chunk``); the estimates must match the exact E[τ_max], E[τ_avg] and method "trace",
 be the same whatever the chunking or the executor, and leave the constant-p and Markov
 samplers' results as they were (hashes saved from the code before this sampler was added).
@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 
 import participation
-from participation.expected import exact_tau_avg, exact_tau_max, gaps, monte_carlo
+from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo, varying_gaps
 from participation.patterns import Bernoulli, Sine
 
 ROUNDS = 60
@@ -82,17 +82,17 @@ def test_independent_of_chunking_and_workers(name):
 def test_short_rows_draw_more_and_stay_exact():
     """With two Exp(1) draws per client at first, nearly every row continues past Λ(T)."""
     pattern = Sine.p3(5, 2)
-    plan = gaps.varying_probabilities(pattern, ROUNDS)
+    plan = varying_gaps.varying_probabilities(pattern, ROUNDS)
     short = dataclasses.replace(plan, draws=tuple(2 for _ in plan.draws))
     root = np.random.SeedSequence(5)
-    tau_max, tau_avg = gaps.varying_chunk(short, ROUNDS, root, 0, REPS)
+    tau_max, tau_avg = varying_gaps.varying_chunk(short, ROUNDS, root, 0, REPS)
     for samples, exact in ((tau_max, exact_tau_max(pattern, ROUNDS)), (tau_avg, exact_tau_avg(pattern, ROUNDS))):
         assert abs(samples.mean() - exact) <= 4 * samples.std(ddof=1) / np.sqrt(samples.size)
 
 
 def test_grid_lookup_matches_searchsorted():
     pattern = participation.preset("P3")
-    plan = gaps.varying_probabilities(pattern, 2000)
+    plan = varying_gaps.varying_probabilities(pattern, 2000)
     assert plan.grids[0] is not None and len(plan.clients) == 1  # one shared sequence, one table
     cumulative = plan.hazard[0]
     points = np.sort(np.random.default_rng(1).random((20, 500)) * cumulative[-1] * 1.1, axis=1)
@@ -100,7 +100,7 @@ def test_grid_lookup_matches_searchsorted():
     points[1, :50] = np.nextafter(cumulative[1:51], 0)
     points[2, :50] = np.nextafter(cumulative[1:51], np.inf)
     expected = np.minimum(np.searchsorted(cumulative, points, side="right") - 1, 2000)
-    np.testing.assert_array_equal(gaps._varying_rows(plan, 0, points), expected)
+    np.testing.assert_array_equal(varying_gaps._varying_rows(plan, 0, points), expected)
 
 
 def test_auto_takes_it_for_p3():
@@ -145,7 +145,7 @@ def test_auto_leaves_many_distinct_sequences_to_whole_traces():
     import numpy as np
 
     from participation.expected import monte_carlo
-    from participation.expected.gaps import VARYING_AUTO_GROUPS
+    from participation.expected.varying_gaps import VARYING_AUTO_GROUPS
     from participation.patterns import Sine
 
     many = Sine.fedawe(np.linspace(0.1, 0.5, 40), 0.5, 0.5)
