@@ -88,7 +88,7 @@ def cycle_delays(pattern: OnOffCycles, rounds: int, phases: np.ndarray) -> tuple
     cycles, rest = divmod(full, period)
     prefix = np.concatenate([np.zeros((count, 1), dtype=np.int64), np.cumsum(g, axis=1)], axis=1)
     g_sum = prefix[:, -1] * cycles + prefix[:, rest]
-    g_max = g.max(axis=1) if cycles else (g[:, :rest].max(axis=1) if rest else np.zeros(count, dtype=np.int64))
+    g_max = g[:, : min(full, period)].max(axis=1, initial=0)     # the residues of x = 0..full−1
     x = np.arange(full, rounds + 1, dtype=np.int64)             # the last ≤ C values
     capped = np.minimum(g[:, x % period], rounds - x)
     tau_max = np.maximum(g_max, capped.max(axis=1))

@@ -241,6 +241,16 @@ class _Group:
     def threshold(self) -> int:
         return 1 if self.law is None else self.law.threshold
 
+    @property
+    def short_columns(self) -> slice:
+        """The replicate's columns of this group's short runs S (none when H = 1)."""
+        return slice(self.first_column, self.first_column + (0 if self.law is None else self.pairs))
+
+    @property
+    def long_columns(self) -> slice:
+        """The replicate's columns of this group's long gaps, after its short runs."""
+        return slice(self.short_columns.stop, self.short_columns.stop + self.pairs)
+
 
 @dataclass(frozen=True, eq=False)
 class _Plan:
@@ -403,18 +413,15 @@ def _invert_short(law: _ShortRunLaw, uniform: np.ndarray) -> np.ndarray:
     return np.searchsorted(law.cdf, uniform, side="right")
 
 
-def _spans(plan: _Plan) -> list[tuple[int, int, np.ndarray, object]]:
-    """(first column, end column, 16-bit table, exact inversion) of every drawn block of columns:
+def _spans(plan: _Plan) -> list[tuple[slice, np.ndarray, object]]:
+    """(columns, 16-bit table, exact inversion) of every drawn block of columns:
     each group's short runs S, then its long gaps H − 1 + Geometric(p) (every gap when H = 1)."""
     spans = []
     for group in plan.groups:
-        column = group.first_column
-        law = group.law
-        if law is not None:
-            spans.append((column, column + group.pairs, law.table, partial(_invert_short, law)))
-            column += group.pairs
+        if group.law is not None:
+            spans.append((group.short_columns, group.law.table, partial(_invert_short, group.law)))
         if 0.0 < group.p < 1.0:
-            spans.append((column, column + group.pairs, _long_table(group.p, group.threshold),
+            spans.append((group.long_columns, _long_table(group.p, group.threshold),
                           partial(_long_exact, group.p, group.threshold, limit=group.length + 1)))
     return spans
 
@@ -424,17 +431,17 @@ def _table_values(plan: _Plan, cells: np.ndarray, fallbacks: _Fallbacks) -> np.n
     the exact inversion at the cell completed by a fallback uniform. The fallbacks of a row are
     handed out in column order (one call for every group of the chunk)."""
     spans = _spans(plan)
-    dtype = np.result_type(np.int16, *(table.dtype for _, _, table, _ in spans))
+    dtype = np.result_type(np.int16, *(table.dtype for _, table, _ in spans))
     values = np.zeros(cells.shape, dtype=dtype)
-    for start, stop, table, _ in spans:
-        np.take(table.astype(dtype, copy=False), cells[:, start:stop], out=values[:, start:stop], mode="clip")
+    for columns, table, _ in spans:
+        np.take(table.astype(dtype, copy=False), cells[:, columns], out=values[:, columns], mode="clip")
     bad = np.flatnonzero(values < 0)
     if bad.size:
         rows, cols = np.divmod(bad, cells.shape[1])
         uniform = (cells[rows, cols] + fallbacks.uniforms(rows)) / _CELLS
         exact = np.empty(bad.size, dtype=np.int64)
-        for start, stop, _, invert in spans:
-            inside = (cols >= start) & (cols < stop)
+        for columns, _, invert in spans:
+            inside = (cols >= columns.start) & (cols < columns.stop)
             if inside.any():
                 exact[inside] = invert(uniform[inside])
         if exact.max() > np.iinfo(values.dtype).max:
@@ -451,11 +458,9 @@ def _draw(plan: _Plan, root, first: int, count: int) -> list[_Intervals]:
     values = _table_values(plan, cells, fallbacks)
     out = []
     for index, group in enumerate(plan.groups):
-        column = group.first_column
         law = group.law
         if law is not None:
-            short = values[:, column : column + group.pairs]
-            column += group.pairs
+            short = values[:, group.short_columns]
             if law.cap < group.length:
                 short = _resolve_capped(short, law, root, first, index)
         else:
@@ -465,7 +470,7 @@ def _draw(plan: _Plan, root, first: int, count: int) -> list[_Intervals]:
         elif group.p == 1.0:
             long = np.full((count, group.pairs), group.threshold, dtype=np.int16)
         else:
-            long = values[:, column : column + group.pairs]
+            long = values[:, group.long_columns]
         widest = (int(short.max()) + int(long.max())) * group.pairs  # bounds every cumulative sum
         end1 = np.add(short, long, dtype=np.int32 if widest < 2**31 - 1 else np.int64)
         np.cumsum(end1, axis=1, out=end1)

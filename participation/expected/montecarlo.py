@@ -72,8 +72,18 @@ class MonteCarloResult:
     method: str = "trace"
 
 
+def _raise_allocator_threshold() -> None:
+    """Free one 16 MiB block. glibc's malloc hands blocks above a threshold (128 KiB at start)
+    back to the system as soon as they are freed, and raises the threshold to the size of such a
+    block (up to 32 MiB) once one is freed: afterwards each chunk's arrays reuse memory instead of
+    being page-faulted in again, which took half the time of the gap sampler in a fresh process.
+    Elsewhere it costs one allocation."""
+    np.empty(1 << 24, dtype=np.uint8)
+
+
 def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, device=None, method: str = "trace", p=None,
                   on_window=None):
+    _raise_allocator_threshold()
     if method == "gaps":
         if isinstance(p, MarkovChains):
             return markov_chunk(p, rounds, root, first, count)
@@ -160,17 +170,7 @@ def clear_table_caches() -> None:
         cached.cache_clear()
 
 
-def _raise_allocator_threshold() -> None:
-    """Free one 16 MiB block. glibc's malloc hands blocks above a threshold (128 KiB at start)
-    back to the system as soon as they are freed, and raises the threshold to the size of such a
-    block (up to 32 MiB) once one is freed: afterwards each chunk's arrays reuse memory instead of
-    being page-faulted in again, which took half the time of the gap sampler in a fresh process.
-    Elsewhere it costs one allocation."""
-    np.empty(1 << 24, dtype=np.uint8)
-
-
 def _run_chunk(args):
-    _raise_allocator_threshold()  # in a worker process too
     return _chunk_delays(*args)
 
 
@@ -272,8 +272,8 @@ def _chunk_bytes(pattern: Pattern, rounds: int, count: int, method: str, p, devi
         return _subsets.chunk_bytes(pattern, rounds, count)
     if method == "cycles":
         return _cycles.chunk_bytes(pattern, count)
-    if pattern.deterministic:  # one replicate's trace, whatever the chunk
-        return min(rounds, stream_window(n)) * (n + 32 * -(-n // 64) + 16) + BLOCK * n * 8
+    if pattern.deterministic:
+        count = 1  # one replicate's trace, whatever the chunk
     if device is None and streamed(pattern, rounds, count):
         # streamed: one window of masks (1 byte a cell), its a_{i,t} (4), the uniforms of a block, the carry
         return stream_window(n, count) * n * count * (1 + 4 + 8) + count * BLOCK * n * 8 + count * n * 8
@@ -309,9 +309,8 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     indexed by the phase, :mod:`.periodic`; FedSUM's P3 at N = 100, T = 2000: about 23 times one
     trace at a time in a first call, which builds the tables, 28 times in later calls; used when
     the clients' distinct sequences times P are at most ``periodic.MAX_PHASE_ROWS``; "auto" only
-    when a row draws at most
-    ``periodic.AUTO_STEPS_PER_ROUND`` steps a round), and for other independent clients with time-varying
-    probabilities (every presence, by inverting the cumulative hazard of
+    when a row draws at most ``periodic.AUTO_STEPS_PER_ROUND`` steps a round), and for other
+    independent clients with time-varying probabilities (every presence, by inverting the cumulative hazard of
     ``pattern.probabilities(0, rounds)``; about 2.5 times "trace"); ``"epochs"`` (``ReshuffledCyclic``
     only, no device) draws only each epoch's order, exactly as the pattern does, and derives
     every τ_t from the orders (:mod:`.epochs`), giving the same replicates as ``"trace"``;
@@ -381,7 +380,6 @@ def _replicates(pattern, rounds, root, first, last, size, device, method, p, exe
 
     Without an executor, traces streamed in windows (long horizons) move the bar a window of
     rounds at a time, so that a run of a few huge replicates shows its progress and time left."""
-    _raise_allocator_threshold()
     starts = list(range(first, last, size))
     jobs = [(pattern, rounds, root, a, min(size, last - a), device, method, p) for a in starts]
     if show and executor is None and method == "trace" and device is None and _streams_windows(pattern, rounds, size):

@@ -107,10 +107,14 @@ class Units:
 
 
 def probability_chunks(pattern: IndependentPattern, rounds: int):
-    """(start, p_i^t for rounds start..) of ``pattern`` in chunks of about CHUNK_CELLS cells."""
-    rows = max(1, CHUNK_CELLS // pattern.n_clients)
-    for start in range(0, rounds, rows):
-        yield start, np.asarray(pattern.probabilities(start, min(rounds, start + rows)), dtype=float)
+    """(start, p_i^t for rounds start..) of ``pattern`` in chunks of rounds: 64 at first, then twice as
+    many each time up to about CHUNK_CELLS cells, so that a reader stopping early (at the first
+    change, the first nonzero) evaluates little."""
+    start, size, most = 0, 64, max(1, CHUNK_CELLS // pattern.n_clients)
+    while start < rounds:
+        stop = min(rounds, start + min(size, most))
+        yield start, np.asarray(pattern.probabilities(start, stop), dtype=float)
+        start, size = stop, 2 * size
 
 
 def known_constant(pattern: Pattern) -> np.ndarray | None:
@@ -131,14 +135,11 @@ def constant_probabilities(pattern: Pattern, rounds: int) -> np.ndarray | None:
     known = known_constant(pattern)
     if known is not None:
         return known
-    first, start, size = None, 0, 64   # small chunks first: a time-varying pattern shows it early
-    while start < rounds:
-        stop = min(rounds, start + size)
-        p = np.asarray(pattern.probabilities(start, stop), dtype=float)
+    first = None
+    for _, p in probability_chunks(pattern, rounds):
         first = p[0].copy() if first is None else first
         if not (p == first).all():
             return None
-        start, size = stop, min(2 * size, max(1, CHUNK_CELLS // pattern.n_clients))
     return first
 
 
