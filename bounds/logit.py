@@ -622,6 +622,22 @@ def averaged_bound(c: Constants, p, generation_error: float, *, eta: float | Non
                       step_sizes={"eta": step_size(c, variant)}, variant=variant)
 
 
+def inequality_23(c: Constants, p, epsilon: float, *, eta: float | None = None,
+                  variant: str = "corrected") -> Bound:
+    """LOGIT eq. (23) (App. A.1, proof of Thm 1) with the gradient-generation error ε a number.
+
+        (1/T)Σ_t E‖∇f(x_t)‖² ≤ 4Δ/(ηIT) + (2Lη/N)(σ₁²p̄ + σ₂²q̄) + 20L²Iη²σ₁²
+                               + 120L²I²η²σ₃² + ε,
+
+    ε = (4/(TNI)) Σ_t Σ_n Σ_{i<I} (1 − p_n^t) E‖∇F̃_n(x^n_{t,i}) − ∇F_n(x^n_{t,i})‖², given
+    (e.g. measured along runs), not bounded through Assumption 5: Thms 1 and 2 are this
+    inequality with ε bounded by (33) and (38). ``p``: p_n^t as a number, (N,) or (T, N) (only
+    p̄ enters); η = min{1/√(IT), 1/(2√30·LI)} unless ``eta`` is given (any 0 < η ≤ 1/(2√30·LI)).
+    The value is :func:`averaged_bound`'s, equal to :func:`theorem_1` with C₁ = 0 and
+    4ε̄* = ε."""
+    return averaged_bound(c, p, epsilon, eta=eta, variant=variant)
+
+
 def client_drift(c: Constants, eta: float, grad_norm2: float, *, variant: str = "corrected") -> Bound:
     """LOGIT eq. (19), client drift (App. A.1, proof of Thm 1).
 
@@ -640,7 +656,7 @@ def client_drift(c: Constants, eta: float, grad_norm2: float, *, variant: str = 
                       conditions=step_size_conditions(c, eta_value, variant)[1:2], variant=variant)
 
 
-__all__ = ["theorem_1", "theorem_2", "generator_error", "averaged_bound", "client_drift", "step_size",
+__all__ = ["theorem_1", "theorem_2", "inequality_23", "generator_error", "averaged_bound", "client_drift", "step_size",
            "step_size_conditions", "probabilities", "eps_bar", "tau_max_bar", "staleness",
            "trace_tau_max_bar", "expected_staleness", "theorem_1_formula", "theorem_2_formula",
            "exact_mean_sum", "exact_mean_factor", "SYMBOLS", "VARIANTS", "STALENESS_FORMS", "GENERATOR_FORMS",

@@ -1,16 +1,13 @@
 """A theorem's measured left side against its right-hand side, judged statistically.
 
-``check`` knows theorems only through their contract (``verify.theorems``): a theorem with a
-plan of its own (Server momentum, CA-Fed, LOGIT) runs through ``verify.theorems.runner``; a bound
-written in the participation's delays τ_max, τ_avg and the step sizes η_g, η_l (FedSUM,
-arXiv:2512.18275, Thm 4.1, Lemmas C.6, D.6, E.6, Cor 4.1, Cor G.1, and most users' bounds) runs on
-the delay path below: (1/T) Σ_{t<T} ‖∇f(x_t)‖² (or the theorem's own measure) is estimated by
-independent runs — noise seeds on one trace for a conditional bound; freshly sampled traces from
-the pattern for a bound in full expectation — and compared with the bound through the one-sided
-Student-t confidence limits of the mean (``verify.verdicts``):
+``check`` knows theorems only through their contract (``verify.theorems``): it validates the
+inputs, builds a :class:`~verify.theorems.contract.Setup` and hands it to the theorem's plan
+(its own, or the delay plan of a bound written in the participation's delays,
+``verify.theorems.delay``); ``verify.theorems.runner`` runs the plan and the one judge,
+``verify.verdicts.judge``, turns the measured values into limits and a verdict:
 
     "holds"        upper limit ≤ bound
-    "violated"     lower limit > bound
+    "violated"     lower limit > bound (or a run diverged)
     "inconclusive" otherwise.
 
 The hypotheses of the theorem at the step sizes actually used are reported beside the verdict
@@ -19,47 +16,28 @@ The hypotheses of the theorem at the step sizes actually used are reported besid
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import math
 import numbers
-from dataclasses import dataclass
-from typing import Callable
-
-import numpy as np
-import sympy as sp
 
 import algorithms
 from algorithms import Algorithm
-from bounds import fedsum
-from bounds.core import Bound, Condition, Constants, Source
+from bounds.core import Constants
 from participation import Trace
-from participation.delays import delay_metrics
 from participation.patterns import Pattern
 
 from .constants import EstimatedConstants, estimate_constants
 from .theorems.contract import Setup, Theorem
-from .verdicts import CheckResult, confidence_limits, rounding_tolerance, verdict
+from .theorems.delay import STEP_MODES, BoundSpec, bound_spec
+from .theorems.runner import run_plan
+from .verdicts import CheckResult, confidence_limits, distinct_seeds, verdict
 
-__all__ = ["check", "CheckResult", "verdict", "confidence_limits", "resolve_bound", "resolve_theorem", "covered_algorithms",
-           "BOUNDS", "COVERS"]
+__all__ = ["check", "CheckResult", "verdict", "confidence_limits", "resolve_bound", "resolve_theorem",
+           "covered_algorithms"]
+
 
 def _theorems() -> dict:
     from .theorems import THEOREMS
 
     return THEOREMS
-
-
-#: FedSUM's bounds by name ("fedsum.lemma_d6", ...), the delay bounds ``check`` runs on its delay path.
-BOUNDS: dict[str, Callable[..., Bound]] = {
-    f"fedsum.{name}": getattr(fedsum, name)
-    for name in ("theorem_4_1", "corollary_4_1", "lemma_c6", "lemma_d6", "lemma_e6", "theorem_c1", "theorem_d1", "theorem_e1")
-}
-#: The lemma that covers each FedSUM algorithm at arbitrary step sizes.
-LEMMAS = {"fedsum-b": fedsum.lemma_c6, "fedsum": fedsum.lemma_d6, "fedsum-cr": fedsum.lemma_e6}
-
-
-#: The algorithms each theorem of the four papers is proved for.
-COVERS: dict[str, tuple[str, ...] | None] = {k: t.covers for k, t in _theorems().items()}
 
 
 def resolve_theorem(bound) -> Theorem:
@@ -73,8 +51,9 @@ def resolve_theorem(bound) -> Theorem:
     if isinstance(bound, str):
         return theorems.get(bound)
     if callable(bound):
-        if getattr(bound, "__module__", None) == fedsum.__name__ and f"fedsum.{bound.__name__}" in _theorems():
-            return _theorems()[f"fedsum.{bound.__name__}"]
+        for theorem in _theorems().values():       # a paper's bound function names its theorem
+            if theorem.bound is bound:
+                return theorem
         from .theorems.user import from_callable
 
         return from_callable(bound)
@@ -90,47 +69,13 @@ def covered_algorithms(bound) -> tuple[str, ...] | None:
 # ---------------------------------------------------------------------------- inputs
 
 
-@dataclass(frozen=True)
-class _BoundSpec:
-    name: str
-    function: Callable
-    params: frozenset[str]
-    theorem: Theorem | None = None
-
-    @property
-    def expectation(self) -> bool:
-        return "expected_tau_max" in self.params
-
-    @property
-    def needs_steps(self) -> bool:
-        return "eta_g" in self.params or "eta_l" in self.params
-
-
-def resolve_bound(bound) -> _BoundSpec:
+def resolve_bound(bound) -> BoundSpec:
     """The delay bound behind ``bound`` (a name, a Theorem or a callable): name, function and
     the keywords it takes among ``constants``, ``tau_max``, ``tau_avg``, ``eta_g``, ``eta_l``,
     ``algorithm``, ``pattern`` and, for a bound in full expectation, ``expected_tau_max``,
     ``expected_tau_avg``; it returns a ``Bound`` or a number. A theorem with a plan of its own
     (momentum, CA-Fed, LOGIT) has no delay bound: a ValueError says so."""
-    theorem = resolve_theorem(bound)
-    if not theorem.delay_bound:
-        raise ValueError(f"{theorem.name} is not a bound in the trace's delays; check runs it through its own plan")
-    try:
-        params = frozenset(inspect.signature(theorem.bound).parameters)
-    except (TypeError, ValueError):
-        raise ValueError(f"cannot read the signature of bound {theorem.name!r}") from None
-    return _BoundSpec(theorem.name, theorem.bound, params, theorem)
-
-
-def _evaluate(spec: _BoundSpec, **available) -> Bound:
-    kwargs = {k: v for k, v in available.items() if k in spec.params and v is not None}
-    out = spec.function(**kwargs)
-    if isinstance(out, Bound):
-        return out
-    if isinstance(out, numbers.Real) and not isinstance(out, bool):
-        value = float(out)
-        return Bound(value, {"bound": value}, sp.Float(value), Source("user", spec.name))
-    raise ValueError(f"bound {spec.name!r} returned {type(out).__name__}, expected a Bound or a number")
+    return bound_spec(resolve_theorem(bound))
 
 
 def _seeds(seeds) -> tuple[int, ...]:
@@ -144,7 +89,9 @@ def _seeds(seeds) -> tuple[int, ...]:
         raise ValueError(f"seeds must be a positive count or a sequence of seeds, got {seeds!r}") from None
     if not out or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0 for s in out):
         raise ValueError(f"seeds must be a non-empty sequence of integers ≥ 0, got {seeds!r}")
-    return tuple(int(s) for s in out)
+    out = tuple(int(s) for s in out)
+    distinct_seeds(out)
+    return out
 
 
 def _count(value, name: str, minimum: int = 1) -> int:
@@ -208,54 +155,29 @@ def _as_trace(value, n_clients: int, rounds) -> tuple[Trace | None, Pattern | No
     return value, None, value.n_rounds
 
 
-def _expected_delays(pattern: Pattern, rounds: int, seed) -> tuple[float, float, str]:
-    from participation import expected
-
-    try:
-        return expected.exact_tau_max(pattern, rounds), expected.exact_tau_avg(pattern, rounds), "exact"
-    except ValueError:
-        mc = expected.monte_carlo(pattern, rounds, 4000, seed=seed, progress=False)
-        return mc.tau_max.mean, mc.tau_avg.mean, (f"Monte-Carlo (4000 traces; E[τ_max] = {mc.tau_max.mean:.4g} "
-                                                  f"± {mc.tau_max.stderr:.2g})")
-
-
-def _conditions_at(algorithm_name: str, consts: Constants, steps: dict, tau_max, tau_avg) -> tuple[Condition, ...]:
-    """The lemma's hypotheses (C.6, D.6, E.6) for a FedSUM algorithm at these step sizes."""
-    if algorithm_name not in LEMMAS:
-        return ()
-    return LEMMAS[algorithm_name](consts, steps["eta_g"], steps["eta_l"], tau_max, tau_avg).conditions
-
-
-def _steps_of(bound: Bound) -> dict | None:
-    s = bound.step_sizes
-    if not s:
-        return None
-    if "eta_g" in s and "eta_l" in s:
-        return {"eta_g": float(s["eta_g"]), "eta_l": float(s["eta_l"])}
-    if "eta_g_eta_l" in s:                      # only the product is prescribed (FedSUM-B)
-        return {"eta_g": 1.0, "eta_l": float(s["eta_g_eta_l"])}
-    return None
-
-
 # ---------------------------------------------------------------------------- check
 
 
 def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seeds=5, *, rounds=None,
           confidence: float = 0.95, traces=None, step_sizes: str | None = None, local_steps: int = 1,
           constants=None, hparams: dict | None = None, trace_seed: int = 0, device=None, on_run=None) -> CheckResult:
-    """Run ``algorithm`` on ``problem`` and compare (1/T) Σ_{t<T} ‖∇f(x_t)‖² with ``bound``.
+    """Run ``algorithm`` on ``problem`` and judge the theorem's measured left side ((1/T) Σ_{t<T}
+    ‖∇f(x_t)‖² for FedSUM's) against its bound.
 
     ``algorithm``: a name (built with ``algorithms.get`` at the step sizes, ``local_steps``
     and ``hparams``), an ``Algorithm`` (its own step sizes are used unless
     ``step_sizes="theorem"``), or a factory ``(eta_l=, eta_g=, local_steps=) -> Algorithm``.
     ``trace_or_pattern``: a ``Trace`` or 0/1 mask (truncated to ``rounds``), or a pattern
     (``rounds`` needed; a conditional bound is judged on its trace of seed ``trace_seed``).
-    ``bound``: a name in ``BOUNDS`` or a callable (see ``resolve_bound``). ``seeds``: a count
-    or the noise seeds. ``traces``: for a bound in full expectation, the number of traces
+    ``bound``: a theorem name (``fedverify bound --list``), a Theorem or a callable delay bound
+    (see ``resolve_bound``). ``seeds``: a count or the distinct noise seeds (a repeated seed is
+    one sample, not several: refused). ``traces``: for a bound in full expectation, the number of traces
     drawn from the pattern (default: one per seed, paired with it; otherwise every trace
     runs every seed and the unit is the trace's mean). ``step_sizes``: "theorem" (the
     bound's prescribed η_g, η_l, or Theorem 4.1's for a lemma; default for a name or a
-    factory) or "given" (an Algorithm's own). ``constants``: ``EstimatedConstants`` or
+    factory), "given" (an Algorithm's own; marked ``†`` where the theorem prescribes others) or
+    "admissible" (delay bounds: the largest η_l at which every hypothesis of the FedSUM
+    algorithm's lemma holds). ``constants``: ``EstimatedConstants`` or
     ``bounds.Constants`` (default ``estimate_constants(problem)``). ``on_run(history, trace,
     algorithm, seed)`` is called after every run (``fedverify check --record`` writes each run's
     record with it).
@@ -270,153 +192,30 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
     builder = _Builder(algorithm, local_steps, {k: v for k, v in (hparams or {}).items() if k not in options})
     if step_sizes is None:
         step_sizes = "given" if isinstance(algorithm, Algorithm) else "theorem"
-    if step_sizes not in ("theorem", "given"):
-        raise ValueError(f"step_sizes must be 'theorem' or 'given', got {step_sizes!r}")
+    if step_sizes not in STEP_MODES:
+        raise ValueError(f"step_sizes must be one of {', '.join(map(repr, STEP_MODES))}, got {step_sizes!r}")
     if step_sizes == "given" and builder.given is None:
         raise ValueError("step_sizes='given' needs an algorithms.Algorithm (a name or factory has no step sizes of its own)")
     trace, pattern, T = _as_trace(trace_or_pattern, problem.n_clients, rounds)
     K, N = builder.local_steps, problem.n_clients
     consts, const_info, notes = _constants(problem, constants, N, K, T)
     if theorem.plan is not None:
-        from .theorems.runner import run_plan
-
         if traces not in (None, len(seeds)):
             raise ValueError(f"traces={traces!r}: {theorem.name} draws one trace per seed from the pattern")
         fixed = sorted({"eta_l", "eta_g"} & set(hparams or {}))
         if fixed:
             raise ValueError(f"{theorem.name} chooses {', '.join(fixed)} itself; to run at step sizes of your own, "
                              "pass an algorithms.Algorithm with step_sizes='given'")
-        given = algorithm if isinstance(algorithm, Algorithm) and step_sizes == "given" else None
-        setup = Setup(problem=problem, algorithm=builder.name, hparams={**builder.hparams, **options}, given=given, constants=consts,
-                      trace=trace, pattern=pattern, seeds=seeds, trace_seed=trace_seed)
-        return run_plan(theorem, setup, confidence=confidence, device=device, const_info=const_info, notes=notes,
-                        on_run=on_run)
-    spec = resolve_bound(theorem)
-    measure = theorem.measure or (lambda history, problem: history.mean_grad_norm2)
-    fedsum_name = builder.name if builder.name in fedsum.ALGORITHMS else None
-    expectation = spec.expectation
-
-    if not expectation and trace is None:
-        trace = pattern.sample(T, seed=trace_seed)
-        notes.append(f"conditional bound: judged on the trace of seed {trace_seed} drawn from {type(pattern).__name__}")
-
-    # --- the trace(s) and their delays
-    if expectation:
-        if pattern is None:
-            unit_traces = [trace]
-            e_max, e_avg = float(delay_metrics(trace).tau_max), float(delay_metrics(trace).tau_avg)
-            notes.append("bound in full expectation given one fixed trace: E[τ] are that trace's τ")
-            how = "fixed trace"
-        else:
-            k = len(seeds) if traces is None else _count(traces, "traces")
-            unit_traces = [Trace(m) for m in pattern.sample_batch(T, k, seed=trace_seed)]
-            e_max, e_avg, how = _expected_delays(pattern, T, trace_seed)
-            notes.append(f"E[τ_max], E[τ_avg]: {how}")
-    else:
-        if traces not in (None, 1):
-            raise ValueError(f"traces={traces!r}: a conditional bound is judged on one trace; use a bound in full expectation")
-        unit_traces = [trace]
-    metrics = [delay_metrics(tr) for tr in unit_traces]
-    per_trace_tau = tuple((int(m.tau_max), float(m.tau_avg)) for m in metrics)
-
-    # --- step sizes, the bound, the conditions (per trace when the step sizes depend on it)
-    def prescribed(m) -> dict:
-        if step_sizes == "given":
-            return dict(builder.given)
-        if not expectation and not spec.needs_steps:
-            b = _evaluate(spec, constants=consts, tau_max=m.tau_max, tau_avg=m.tau_avg, algorithm=fedsum_name)
-            steps = _steps_of(b)
-            if steps is not None:
-                return steps
-        s = fedsum.step_sizes_4_1(consts, m.tau_max, m.tau_avg)     # FedSUM Thm 4.1
-        return {"eta_g": s["eta_g"], "eta_l": s["eta_l"]}
-
-    steps_per_trace = [prescribed(m) for m in metrics]
-    for s in steps_per_trace:
-        if not all(0 < s[k] < math.inf for k in ("eta_g", "eta_l")):
-            raise ValueError(f"the step sizes eta_g={s['eta_g']:.3g}, eta_l={s['eta_l']:.3g} are not positive and finite "
-                             f"(L={consts.L:.3g}, sigma2={consts.sigma2:.3g}, delta_f={consts.delta_f:.3g}); "
-                             "check the problem's constants")
-    if expectation:
-        tau_max, tau_avg = e_max, e_avg
-        result_bound = _evaluate(spec, constants=consts, expected_tau_max=e_max, expected_tau_avg=e_avg,
-                                 algorithm=fedsum_name, pattern=pattern)
-        conditions = list(result_bound.conditions)
-        for j, (m, s) in enumerate(zip(metrics, steps_per_trace)):
-            for c in _conditions_at(builder.name, consts, s, m.tau_max, m.tau_avg):
-                if not c.holds:
-                    conditions.append(dataclasses.replace(c, detail=f"trace {j}" + (f"; {c.detail}" if c.detail else "")))
-        if step_sizes == "theorem":
-            notes.append("step sizes: Theorem 4.1's for each realised trace (Cor 4.1's oracle)")
-        step_report = steps_per_trace[0] if len(unit_traces) == 1 or step_sizes == "given" else {
-            "eta_g": float(np.mean([s["eta_g"] for s in steps_per_trace])),
-            "eta_l": float(np.mean([s["eta_l"] for s in steps_per_trace]))}
-    else:
-        m, step_report = metrics[0], steps_per_trace[0]
-        tau_max, tau_avg = float(m.tau_max), float(m.tau_avg)
-        result_bound = _evaluate(spec, constants=consts, tau_max=m.tau_max, tau_avg=m.tau_avg, algorithm=fedsum_name,
-                                 eta_g=step_report["eta_g"], eta_l=step_report["eta_l"])
-        if spec.needs_steps or step_sizes == "theorem":
-            conditions = list(result_bound.conditions)
-        else:   # a theorem at the user's step sizes: the lemma for those step sizes decides
-            conditions = list(_conditions_at(builder.name, consts, step_report, m.tau_max, m.tau_avg)) or list(result_bound.conditions)
-            own = _steps_of(result_bound)
-            if own and not all(math.isclose(own[k], step_report[k], rel_tol=1e-9) for k in own):
-                notes.append(f"given step sizes differ from those {spec.name} prescribes "
-                             f"(η_g={own['eta_g']:.4g}, η_l={own['eta_l']:.4g}); its value assumes those")
-        if step_sizes == "theorem" and (spec.needs_steps or _steps_of(result_bound) is None):
-            notes.append("step sizes: Theorem 4.1's prescription (step_sizes_4_1) at this trace's τ")
-
-    # --- the runs
-    values, stopped, used = [], [], []
-    first_run = None
-    built = {}
-    for j, tr in enumerate(unit_traces):
-        key = tuple(sorted(steps_per_trace[j].items()))
-        if key not in built:
-            built[key] = builder.build(steps_per_trace[j]["eta_g"], steps_per_trace[j]["eta_l"])
-        alg = built[key]
-        run_seeds = [seeds[j]] if expectation and len(unit_traces) == len(seeds) else list(seeds)
-        per = []
-        for s in run_seeds:
-            h = algorithms.run(alg, problem, tr, seed=s, device=device)
-            if on_run is not None:
-                on_run(h, tr, alg, s)
-            first_run = h if first_run is None else first_run
-            if h.stopped is not None:
-                stopped.append(f"seed {s}" + (f", trace {j}" if expectation else "") + f": {h.stopped}")
-                per.append(math.inf)
-            else:
-                per.append(float(measure(h, problem)))
-            used.append(s)
-        if expectation and len(run_seeds) > 1:
-            values.append(float(np.mean(per)))   # the unit is the trace
-        else:
-            values.extend(per)
-    noise_free = consts.sigma2 == 0 and (not expectation or pattern is None or pattern.deterministic)
-    mean, lower, upper = confidence_limits(values, confidence, exact=noise_free and len(values) == 1)
-    if noise_free and len(values) > 1 and np.ptp(values) == 0:
-        lower = upper = mean
-    # rounding tolerance: 1e-12 of the problem's gradient scale F_0 + L·Δ_f + σ²
-    atol = rounding_tolerance(consts)
-    outcome = verdict(lower, upper, float(result_bound.value), atol)
-    if not all(c.holds for c in conditions):
-        notes.append("a hypothesis of the bound fails at these step sizes: the verdict does not test the theorem")
-    if len(values) == 1 and not math.isfinite(upper - lower) and math.isfinite(mean):
-        notes.append("one run gives no confidence interval (no spread to estimate): the verdict is inconclusive "
-                     "unless the run is noise-free; use 2 or more seeds")
-    covers = theorem.covers
-    covered = theorem.covered(builder.name)
-    if covered is False:
-        notes.append(f"{spec.name} is proved for {', '.join(covers)}, not {builder.name}: "
-                     "the verdict compares numbers for reference and tests no theorem")
-    return CheckResult(
-        verdict=outcome, measured=mean, lower=lower, upper=upper, confidence=float(confidence), values=tuple(values),
-        seeds=tuple(dict.fromkeys(used)), bound=result_bound, bound_name=spec.name, algorithm=builder.name,
-        hparams=built[next(iter(built))].hparams, step_sizes={**step_report, "eta_g_eta_l": step_report["eta_g"] * step_report["eta_l"]},
-        conditions=tuple(conditions), tau_max=tau_max, tau_avg=tau_avg, n_clients=N, rounds=T, local_steps=K,
-        expectation=expectation, constants=const_info, stopped=tuple(stopped), notes=tuple(notes), atol=atol,
-        per_trace_tau=per_trace_tau, first_run=first_run, covered=covered, lhs=theorem.lhs)
+        if step_sizes == "admissible":
+            raise ValueError(f"step_sizes='admissible' is for delay bounds; {theorem.name} chooses its own step sizes")
+    elif traces is not None:
+        traces = _count(traces, "traces")
+    given = algorithm if isinstance(algorithm, Algorithm) and step_sizes == "given" else None
+    setup = Setup(problem=problem, algorithm=builder.name, hparams={**builder.hparams, **options}, given=given,
+                  constants=consts, trace=trace, pattern=pattern, seeds=seeds, trace_seed=trace_seed, build=builder.build,
+                  step_mode=step_sizes, given_steps=builder.given, n_traces=traces, confidence=float(confidence))
+    return run_plan(theorem, setup, confidence=confidence, device=device, const_info=const_info, notes=notes,
+                    on_run=on_run)
 
 
 def _constants(problem, constants, N: int, K: int, T: int) -> tuple[Constants, dict, list[str]]:

@@ -18,6 +18,7 @@ with a one-line reason.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from pathlib import Path
@@ -28,13 +29,16 @@ from algorithms import History
 from bounds.core import Constants
 from participation.delays import delay_metrics
 
-from .checking import _conditions_at, _evaluate, resolve_bound, resolve_theorem
+from .checking import resolve_bound, resolve_theorem
 from .records import RunRecord, load_record
-from .verdicts import CheckResult, confidence_limits, rounding_tolerance, verdict
+from .theorems.delay import evaluate as _evaluate
+from .theorems.delay import lemma_conditions, prescribed_steps
+from .verdicts import CheckResult, judge, noise_free, rounding_tolerance
 
 __all__ = ["check_run", "history_of"]
 
-#: Constants a record must give (in its header or through ``constants=``).
+#: Constants a record must give (in its header or through ``constants=``); F_0 too whenever the
+#: theorem's bound depends on it (never taken as 0).
 NEEDED = ("L", "sigma2", "delta_f")
 
 
@@ -57,6 +61,17 @@ def _records(records) -> list[RunRecord]:
     out = [r if isinstance(r, RunRecord) else load_record(r) for r in records]
     if not out:
         raise ValueError("check_run needs at least one record")
+    seen: dict = {}
+    for r in out:
+        key = (r.path and str(Path(r.path).resolve()), )
+        content = (r.mask.tobytes(), tuple(sorted((k, np.asarray(v, dtype=float).tobytes()) for k, v in r.metrics.items())),
+                   r.header.get("seed"))
+        for other, (k2, c2) in seen.items():
+            if (key[0] is not None and key == k2) or content == c2:
+                name = Path(r.path).name if r.path else "a record"
+                raise ValueError(f"{name} is given twice (the same file or the same run): one run is one sample, "
+                                 "not several; give records of distinct seeds")
+        seen[id(r)] = (key, content)
     return out
 
 
@@ -96,12 +111,20 @@ def _constants(record: RunRecord, constants) -> tuple[Constants, dict]:
     if K is None:
         raise ValueError("the record gives no local_steps (K): write it in its header")
     consts = Constants(L=float(given["L"]), sigma2=float(given["sigma2"]), delta_f=float(given["delta_f"]),
-                       F0=float(given.get("F0", 0.0)), n_clients=record.n_clients, local_steps=int(K),
-                       rounds=record.n_rounds)
+                       F0=float(given["F0"]) if given.get("F0") is not None else 0.0,
+                       n_clients=record.n_clients, local_steps=int(K), rounds=record.n_rounds)
     info = {k: {"value": given[k], "exact": None} for k in ("L", "sigma2", "delta_f", "F0") if k in given}
     if given.get("source"):
         info["source"] = given["source"]
     return consts, info
+
+
+def _given_f0(constants):
+    if constants is None:
+        return None
+    if isinstance(constants, dict):
+        return constants.get("F0")
+    return getattr(constants, "F0", None)
 
 
 def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confidence: float = 0.95) -> CheckResult:
@@ -141,44 +164,59 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         bound = _evaluate(spec, constants=consts, tau_max=m.tau_max, tau_avg=m.tau_avg, eta_g=steps.get("eta_g"),
                           eta_l=steps.get("eta_l"),
                           algorithm=algorithm if algorithm in ("fedsum-b", "fedsum", "fedsum-cr") else None)
+    if (first.header.get("constants") or {}).get("F0") is None and _given_f0(constants) is None:
+        other = dataclasses.replace(consts, F0=1.0)
+        again = (_evaluate(spec, constants=other, expected_tau_max=tau[0], expected_tau_avg=tau[1]) if spec.expectation else
+                 _evaluate(spec, constants=other, tau_max=tau[0], tau_avg=tau[1], eta_g=steps.get("eta_g"),
+                           eta_l=steps.get("eta_l"), algorithm=algorithm if algorithm in ("fedsum-b", "fedsum", "fedsum-cr")
+                           else None))
+        if again.value != bound.value:
+            raise ValueError(f"the record gives no F0 (F_0 = (1/N) Σ_i ‖∇f_i(x⁰)‖², FedSUM Thm 4.1), which {theorem.name} "
+                             "uses: write it in the header's constants or pass it (--F0, constants=)")
     conditions = list(bound.conditions)
+    steps_outside = None
     if {"eta_g", "eta_l"} <= set(steps) and not spec.needs_steps:
-        lemma = [c for m in metrics[:1] for c in _conditions_at(algorithm, consts, steps, m.tau_max, m.tau_avg)]
+        lemma = [c for m in metrics[:1] for c in lemma_conditions(algorithm, consts, steps, m.tau_max, m.tau_avg)]
         if lemma:
             conditions = lemma
-        own = bound.step_sizes or {}
-        if "eta_g" in own and "eta_l" in own and not all(
-                math.isclose(float(own[k]), float(steps[k]), rel_tol=1e-9) for k in ("eta_g", "eta_l")):
-            notes.append(f"the recorded step sizes differ from those {theorem.name} prescribes "
-                         f"(η_g={own['eta_g']:.4g}, η_l={own['eta_l']:.4g}); its value assumes those")
+        if not spec.expectation:
+            own, prescribes = prescribed_steps(spec, consts, metrics[0].tau_max, metrics[0].tau_avg, algorithm)
+            if prescribes and not all(math.isclose(float(own[k]), float(steps[k]), rel_tol=1e-9) for k in ("eta_g", "eta_l")):
+                steps_outside = (f"recorded η_g={float(steps['eta_g']):.4g}, η_l={float(steps['eta_l']):.4g}; "
+                                 f"{theorem.name} prescribes η_g={own['eta_g']:.4g}, η_l={own['eta_l']:.4g} and its "
+                                 "value assumes those")
+                notes.append(f"step sizes outside {theorem.name}'s: {steps_outside}")
     elif not steps:
         notes.append("the record gives no step sizes: the hypotheses on them are not checked")
     histories = [history_of(r) for r in records]
     values = []
     for r, h in zip(records, histories):
-        value = float(theorem.measure(h, None))
-        if not math.isfinite(value):
+        grad2 = r.metrics.get("grad_norm2", np.full(r.n_rounds, np.nan))
+        missing = np.flatnonzero(np.isnan(grad2))
+        if missing.size:
             name = Path(r.path).name if r.path else "a record"
-            missing = np.flatnonzero(~np.isfinite(r.metrics.get("grad_norm2", np.full(r.n_rounds, np.nan))))
-            where = f" (grad_norm2 is missing at round {int(missing[0])})" if missing.size else ""
-            raise ValueError(f"{name}: {theorem.lhs} is undefined for this record{where}; "
-                             "the left side needs every round's value")
-        values.append(value)
-    stopped: list[str] = []
-    noise_free = consts.sigma2 == 0 and not spec.expectation
-    mean, lower, upper = confidence_limits(values, confidence, exact=noise_free and len(values) == 1)
+            raise ValueError(f"{name}: {theorem.lhs} is undefined for this record (grad_norm2 is missing at round "
+                             f"{int(missing[0])}); the left side needs every round's value")
+        with np.errstate(over="ignore", invalid="ignore"):
+            values.append(float(theorem.measure(h, None)))
+    stopped = [f"{Path(r.path).name if r.path else f'record {i}'}: diverged" for i, (r, v) in enumerate(zip(records, values))
+               if not math.isfinite(v)]
+    exact = noise_free(consts.sigma2, "participation" if spec.expectation else "noise", None)
     atol = rounding_tolerance(consts)
-    outcome = verdict(lower, upper, float(bound.value), atol)
-    if len(values) == 1 and not noise_free:
-        notes.append("one record is one sample: it estimates the expectation the theorem bounds but gives no "
-                     "confidence interval, so the verdict is inconclusive unless the measured value is far from the "
-                     "bound in a way no noise explains; record the same setting with other seeds and judge them together")
+    decision = judge(values, float(bound.value), confidence=confidence, noise_free=exact, atol=atol)
+    notes += list(decision.notes)
+    if len(values) == 1 and not exact:
+        notes.append("one record is one sample: record the same setting with other seeds and judge them together")
+    if spec.expectation:
+        notes.append("a bound over the participation judged on recorded traces: E[τ] is the records' mean, "
+                     "an estimate without its uncertainty unless many records are given")
     if not all(c.holds for c in conditions):
         notes.append("a hypothesis of the bound fails at the recorded step sizes: the verdict does not test the theorem")
     covered = theorem.covered(algorithm)
     if covered is False:
         notes.append(f"{theorem.name} is proved for {', '.join(theorem.covers)}, not {algorithm}: "
                      "the verdict compares numbers for reference and tests no theorem")
+    mean, lower, upper, outcome = decision.measured, decision.lower, decision.upper, decision.verdict
     return CheckResult(
         verdict=outcome, measured=mean, lower=lower, upper=upper, confidence=float(confidence), values=tuple(values),
         seeds=tuple(int(r.header.get("seed", i)) for i, r in enumerate(records)), bound=bound, bound_name=theorem.name,
@@ -187,4 +225,5 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         rounds=first.n_rounds, local_steps=consts.local_steps, expectation=spec.expectation, constants=const_info,
         stopped=tuple(stopped), notes=tuple(notes), atol=atol,
         per_trace_tau=tuple((int(m.tau_max), float(m.tau_avg)) for m in metrics), first_run=histories[0],
-        covered=covered, lhs=theorem.lhs)
+        covered=covered, lhs=theorem.lhs, diverged=decision.diverged, steps_outside=steps_outside,
+        fixed_trace=spec.expectation and len(records) == 1)

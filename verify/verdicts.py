@@ -16,7 +16,17 @@ from scipy import stats
 from algorithms import History
 from bounds.core import Bound, Condition
 
-__all__ = ["CheckResult", "confidence_limits", "verdict", "rounding_tolerance", "AVERAGE_GRAD_NORM2"]
+__all__ = ["CheckResult", "Judgement", "judge", "noise_free", "diverged", "distinct_seeds", "confidence_limits", "verdict",
+           "rounding_tolerance", "AVERAGE_GRAD_NORM2", "MARKS"]
+
+#: The marks a verdict may carry, each with the footnote that explains it in a printed table.
+MARKS = {
+    "*": "a hypothesis of the theorem's proof fails at the step sizes used: the verdict does not test the theorem",
+    "†": "the step sizes used are neither prescribed nor admitted by the theorem: its value assumes others",
+    "‡": "one fixed trace stands for an expectation over the participation: the verdict is about that trace only",
+    "(ref)": "the theorem does not cover this algorithm (or the run left its setting): a reference point, no test",
+    "(diverged)": "a run diverged (a non-finite or overflowing left side): 'violated' against any finite bound",
+}
 
 #: The left side of FedSUM's and LOGIT's bounds, the default measured quantity.
 AVERAGE_GRAD_NORM2 = "(1/T) Σ_{t<T} ‖∇f(x_t)‖²"
@@ -30,34 +40,129 @@ def rounding_tolerance(constants) -> float:
     return 1e-12 * (constants.F0 + constants.L * constants.delta_f + constants.sigma2)
 
 
+#: A left side beyond √(largest float) has a square that overflows: the run left every scale the
+#: float arithmetic holds, and is reported as diverged (as a non-finite value is).
+DIVERGED_ABOVE = math.sqrt(np.finfo(float).max)
+
+
+def diverged(values) -> bool:
+    """Whether any value is non-finite or beyond :data:`DIVERGED_ABOVE` in magnitude."""
+    v = np.asarray(values, dtype=float)
+    return bool(v.size and (~np.isfinite(v) | (np.abs(v) > DIVERGED_ABOVE)).any())
+
+
+def noise_free(sigma2: float, expectation: str, pattern=None) -> bool:
+    """Whether one run's left side is its own expectation: σ² = 0 and the bound is given the
+    trace (``expectation="noise"``), or over a participation that is deterministic (a pattern
+    whose ``deterministic`` is True). One fixed trace standing for an expectation over a random
+    participation is never noise-free, whatever σ²."""
+    if sigma2 != 0:
+        return False
+    if expectation == "noise":
+        return True
+    return pattern is not None and bool(getattr(pattern, "deterministic", False))
+
+
 def confidence_limits(values, confidence: float = 0.95, *, exact: bool = False) -> tuple[float, float, float]:
     """(mean, lower, upper): one-sided Student-t limits at ``confidence`` on n − 1 degrees
     of freedom, mean ∓ t_{confidence, n−1}·s/√n. With a single value the limits are
     infinite unless ``exact`` (a noise-free run is its own expectation). Any infinite or
-    NaN value (a run that stopped) makes all three infinite."""
+    NaN value (a run that stopped) makes all three infinite. The mean and spread are taken
+    on values scaled by their largest magnitude, so huge finite values give finite limits."""
     values = np.asarray(values, dtype=float)
     if values.size == 0:
         raise ValueError("need at least one value")
     if not np.isfinite(values).all():
         return math.inf, math.inf, math.inf
-    mean = float(values.mean())
+    scale = float(np.max(np.abs(values))) or 1.0
+    unit = values / scale
+    mean = float(unit.mean()) * scale
     if values.size == 1 or exact:
         return (mean, mean, mean) if exact else (mean, -math.inf, math.inf)
-    half = float(stats.t.ppf(confidence, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size))
+    half = float(stats.t.ppf(confidence, values.size - 1) * unit.std(ddof=1) / math.sqrt(values.size)) * scale
     return mean, mean - half, mean + half
 
 
-def verdict(lower: float, upper: float, bound: float, atol: float = 0.0) -> str:
+def verdict(lower: float, upper: float, bound, atol: float = 0.0) -> str:
     """"holds" when upper ≤ bound + atol, "violated" when lower > bound + atol, else
     "inconclusive". ``atol`` absorbs float rounding (a bound of exactly 0 against a
-    measured 1e-34)."""
-    if math.isnan(bound) or math.isnan(lower) or math.isnan(upper):
+    measured 1e-34). ``bound`` may be an interval (low, high) when the bound itself is
+    uncertain (an expectation estimated by Monte-Carlo): "holds" then needs upper ≤ low and
+    "violated" lower > high."""
+    low, high = (bound, bound) if np.ndim(bound) == 0 else (float(bound[0]), float(bound[1]))
+    if math.isnan(low) or math.isnan(high) or math.isnan(lower) or math.isnan(upper):
         return "inconclusive"
-    if upper <= bound + atol:
+    if upper <= low + atol:
         return "holds"
-    if lower > bound + atol:
+    if lower > high + atol:
         return "violated"
     return "inconclusive"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What :func:`judge` decides: the verdict, the mean of the values with its one-sided
+    limits, whether a run diverged, and the notes that explain the decision."""
+
+    verdict: str
+    measured: float
+    lower: float
+    upper: float
+    diverged: bool
+    exact: bool
+    notes: tuple[str, ...] = ()
+
+
+def judge(values, bound, *, confidence: float = 0.95, noise_free: bool = False, atol: float = 0.0,
+          nonnegative: bool = True) -> Judgement:
+    """The one rule that turns measured left sides into a verdict, for ``check``, ``check_run``,
+    ``conformance`` and the sweep alike.
+
+    * Every value is one independent sample of the left side (one seed, one trace, one record).
+    * A value that is non-finite or beyond :data:`DIVERGED_ABOVE` is a diverged run: the verdict
+      is "violated" against any finite bound. For a left side that is never negative this is
+      Markov's inequality, P(X ≥ x) ≤ E[X]/x, at x = ∞.
+    * ``noise_free`` (see :func:`noise_free`): one value, or several equal values, are the
+      expectation itself, so the limits collapse to the mean (ties with the bound "hold").
+    * Otherwise, two or more values: one-sided Student-t limits (:func:`confidence_limits`).
+      One value of a nonnegative left side: the lower limit from Markov's inequality,
+      E[X] ≥ (1 − confidence)·x with probability at least ``confidence``; no upper limit, so
+      such a value can be "violated" (far above the bound) but never "holds".
+    * ``bound``: a number or an interval (low, high); see :func:`verdict`.
+    """
+    v = np.asarray(values, dtype=float).ravel()
+    if v.size == 0:
+        raise ValueError("need at least one value to judge")
+    if isinstance(confidence, bool) or not 0.5 <= float(confidence) < 1:
+        raise ValueError(f"confidence must lie in [0.5, 1), got {confidence!r}")
+    notes: list[str] = []
+    if diverged(v):
+        bad = int(np.flatnonzero(~np.isfinite(v) | (np.abs(v) > DIVERGED_ABOVE))[0])
+        notes.append(f"run {bad} diverged (its left side is {v[bad]:.3g}): no finite bound holds for it")
+        mean = math.inf if not np.isfinite(v).all() else confidence_limits(v)[0]
+        return Judgement(verdict(math.inf, math.inf, bound, atol), mean, math.inf, math.inf, True, False, tuple(notes))
+    exact = noise_free and (v.size == 1 or float(np.ptp(v)) == 0.0)
+    mean, lower, upper = confidence_limits(v, confidence, exact=exact)
+    if v.size == 1 and not exact:
+        if nonnegative and mean >= 0:
+            lower = (1 - float(confidence)) * mean
+            notes.append(f"one run gives no confidence interval (no spread to estimate): the lower limit is Markov's, "
+                         f"(1 − {confidence:g})·x, and there is no upper limit, so the verdict can be 'violated' but "
+                         "never 'holds'; use 2 or more seeds")
+        else:
+            notes.append("one run gives no confidence interval (no spread to estimate): the verdict is inconclusive "
+                         "unless the run is noise-free; use 2 or more seeds")
+    return Judgement(verdict(lower, upper, bound, atol), mean, lower, upper, False, exact, tuple(notes))
+
+
+def distinct_seeds(seeds, what: str = "seeds") -> None:
+    """A ValueError when a seed repeats: repeated runs of one seed are one sample, not several."""
+    seen = set()
+    for s in seeds:
+        if s in seen:
+            raise ValueError(f"{what} repeat {s!r}: runs of the same seed are one sample, not independent ones; "
+                             "give distinct seeds")
+        seen.add(s)
 
 
 # ---------------------------------------------------------------------------- result
@@ -107,6 +212,14 @@ class CheckResult:
     lhs: str = AVERAGE_GRAD_NORM2
     extras: dict = field(default_factory=dict)
     per_trace_tau: tuple[tuple[int, float], ...] = field(default=(), repr=False)
+    #: A run diverged (see :func:`judge`).
+    diverged: bool = False
+    #: Why the step sizes are not the theorem's (mark ``†``), or None.
+    steps_outside: str | None = None
+    #: One fixed trace stands for an expectation over the participation (mark ``‡``).
+    fixed_trace: bool = False
+    #: (low, high) when the bound is uncertain (an expectation estimated by Monte-Carlo), else None.
+    bound_range: tuple[float, float] | None = None
     #: The History of the first noise seed on the first trace (per-round ‖∇f(x_t)‖², loss,
     #: final parameters), kept so that plots and reports need not run it again.
     first_run: History | None = field(default=None, repr=False, compare=False)
@@ -130,10 +243,21 @@ class CheckResult:
         return excess / self.bound_value if self.bound_value > 0 else math.inf
 
     @property
+    def marks(self) -> tuple[str, ...]:
+        """The marks of :data:`MARKS` this verdict carries."""
+        return tuple(m for m, on in (("(diverged)", self.diverged), ("*", not self.conditions_hold),
+                                     ("†", self.steps_outside is not None), ("‡", self.fixed_trace),
+                                     ("(ref)", self.covered is False)) if on)
+
+    @property
     def label(self) -> str:
-        """The verdict with its marks: ``*`` when a hypothesis fails at the step sizes used,
-        `` (ref)`` when the theorem does not cover the algorithm."""
-        return self.verdict + ("" if self.conditions_hold else "*") + (" (ref)" if self.covered is False else "")
+        """The verdict with its marks (:data:`MARKS`): ``(diverged)``, ``*`` (a hypothesis fails at
+        the step sizes used), ``†`` (step sizes not the theorem's), ``‡`` (one fixed trace for an
+        expectation over the participation), ``(ref)`` (the theorem does not cover the algorithm)."""
+        marks = self.marks
+        text = self.verdict + (" (diverged)" if "(diverged)" in marks else "")
+        text += "".join(m for m in ("*", "†", "‡") if m in marks)
+        return text + (" (ref)" if "(ref)" in marks else "")
 
     @property
     def conditions_hold(self) -> bool:
@@ -206,7 +330,9 @@ class CheckResult:
             "conditions_hold": self.conditions_hold, "tau_max": num(self.tau_max), "tau_avg": num(self.tau_avg),
             "expectation": self.expectation, "n_clients": self.n_clients, "rounds": self.rounds,
             "local_steps": self.local_steps, "constants": self.constants, "stopped": list(self.stopped),
-            "notes": list(self.notes), "lhs": self.lhs,
+            "notes": list(self.notes), "lhs": self.lhs, "marks": list(self.marks), "diverged": self.diverged,
+            "steps_outside": self.steps_outside, "fixed_trace": self.fixed_trace,
+            "bound_range": None if self.bound_range is None else [num(b) for b in self.bound_range],
             "extras": {k: (num(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
                        for k, v in self.extras.items()},
         }

@@ -180,15 +180,16 @@ def test_cli_record_agrees_with_plain_loop_and_engine(tmp_path, monkeypatch, cap
         assert left_side(p) == pytest.approx(g2.mean(), rel=1e-12)
         assert r.measured == pytest.approx(g2.mean(), rel=1e-12)
         assert (r.tau_max, r.tau_avg) == (tau_max, pytest.approx(tau_avg, rel=1e-15))
-        assert not any("differ from those" in n for n in r.notes)      # run at the theorem's own step sizes
+        assert r.steps_outside is None and "†" not in r.label          # run at the theorem's own step sizes
     row = json.loads((out / "check.json").read_text())["rows"][0]
     assert row["verdict"] == results[0].verdict
     assert row["measured"] == pytest.approx(g2.mean(), rel=1e-12)
     assert row["bound"] == pytest.approx(results[0].bound.value, rel=1e-12)
-    # the three records together are three "seeds" of one setting with identical values
-    joint = check_run(paths, constants=consts)
-    assert len(joint.values) == 3 and joint.values == pytest.approx([g2.mean()] * 3, rel=1e-12)
-    assert joint.verdict == results[0].verdict
+    # the three records are one run (seed 0, the same values), not three samples: refused
+    with pytest.raises(ValueError, match="given twice"):
+        check_run(paths, constants=consts)
+    with pytest.raises(ValueError, match="given twice"):
+        check_run([loop_path, loop_path], constants=consts)
 
 
 # ------------------------------------------------------------------ 2. format and validation
@@ -567,7 +568,9 @@ def test_one_record_is_one_sample(noisy_runs, tmp_path):
     r = check_run(noisy_runs["paths"][0], constants=noisy_runs["constants"])
     assert len(r.values) == 1 and r.measured == pytest.approx(left_side(noisy_runs["paths"][0]), rel=1e-12)
     assert any("one record is one sample" in n for n in r.notes)
-    assert (r.lower, r.upper) == (-math.inf, math.inf) and r.verdict == "inconclusive"
+    # one sample of a nonnegative left side: Markov's lower limit (1 − 0.95)·x, no upper limit
+    assert r.lower == pytest.approx(0.05 * r.measured, rel=1e-15) and r.upper == math.inf
+    assert r.verdict in ("inconclusive", "violated") and (r.verdict == "violated") == (r.lower > r.bound_value)
     # noise-free: the record is its own expectation, no such note
     r0 = check_run(noisy_runs["paths"][0], constants={**noisy_runs["constants"], "sigma2": 0.0})
     assert r0.lower == r0.upper == r0.measured and not any("one sample" in n for n in r0.notes)

@@ -410,19 +410,21 @@ def test_momentum_autonomous_theorems_hold(quad, closed, which, pattern):
 
 
 LOGIT_EXTRAS = {"generator error ε (measured)", "sigma3^2", "sigma3^2 source", "sigma2^2", "p_bar"}
+LOGIT_GENERATOR_EXTRAS = {"eps_star (mean over n, t)", "eps_star source", "C1", "C1 source"}
 
 
 @pytest.mark.parametrize("surrogate", ["last", "generator"])
-@pytest.mark.parametrize("which", ["theorem_1", "theorem_2"])
+@pytest.mark.parametrize("which", ["inequality_23", "theorem_1", "theorem_2"])
 def test_logit_theorems_hold(quad, closed, which, surrogate):
-    """LOGIT Thms 1–2 (eqs. (10)–(11)) with ε of eq. (23) measured and entered as 4ε̄*, C₁ = 0."""
+    """LOGIT eq. (23) with ε measured (= Thm 1 with 4ε̄* = ε, C₁ = 0); Thms 1–2 (eqs. (10)–(11)) add
+    the staleness terms of (33) and (38) on top of ε*, C₁ of Assumption 5 (tests/verify/test_logit_checks.py)."""
     I, seeds, rounds = 2, (0, 1, 2), 20
     consts = exact(closed, I, rounds)
     extra = dict(hidden=4, history=2) if surrogate == "generator" else {}
     name = f"logit.{which}"
     result = check("logit", quad, Bernoulli(0.5, N), name, seeds=3, rounds=rounds, local_steps=I, constants=consts,
                    hparams={"surrogate": surrogate, **extra})
-    check_common(result, name, "logit", LOGIT_EXTRAS)
+    check_common(result, name, "logit", LOGIT_EXTRAS | (LOGIT_GENERATOR_EXTRAS if which != "inequality_23" else set()))
     eta = min(1 / math.sqrt(I * rounds), 1 / (2 * math.sqrt(30) * consts.L * I))     # Thm 1, corrected cap
     assert result.step_sizes == {"eta": pytest.approx(eta, rel=1e-12), "eta_g": 1.0}
     alg = algorithms.get("logit", eta_l=eta, eta_g=1.0, local_steps=I, surrogate=surrogate, **extra)
@@ -436,26 +438,26 @@ def test_logit_theorems_hold(quad, closed, which, surrogate):
     assert result.extras["sigma2^2"] == 0.0 and result.extras["p_bar"] == 0.5
     c = dataclasses.replace(consts, zeta2=result.extras["sigma3^2"], extra={"sigma2_surrogate": 0.0})
     eps_star = result.extras["generator error ε (measured)"] / (4 * (1 - 0.5))
-    if which == "theorem_2":
-        want = bl.theorem_2(c, np.full(N, 0.5), eps_star, 0.0, eta=eta)
+    measured_23 = bl.theorem_1(c, np.full((rounds, N), 0.5), 0.0, eps_star, 0.0, eta=eta).value
+    if which == "inequality_23":
+        assert result.bound_value == pytest.approx(measured_23, rel=1e-12)
     else:
-        want = bl.theorem_1(c, np.full((rounds, N), 0.5), 0.0, eps_star, 0.0, eta=eta)
-    assert result.bound_value == pytest.approx(want.value, rel=1e-12)
+        assert result.bound.terms["staleness"] > 0 and result.bound_value > measured_23
+        assert result.extras["C1 source"].startswith("estimated") and result.extras["C1"] > 0
 
 
-CAFED_EXTRAS = {"measured bias F(w_B*) − F*", "Gamma", "Gamma'", "diam(W)", "Q", "eta_1", "decay", "q fixed"}
+CAFED_EXTRAS = {"measured bias F(w_B*) − F*", "Gamma", "Gamma'", "diam(W)", "D = L·diam(W)", "H = D·diam(W)",
+                "largest local iterate norm", "Q", "eta_1", "decay", "q fixed", "weights"}
 
 
-@pytest.mark.parametrize("which", ["theorem_1", "theorem_2", "theorem_3"])
-def test_cafed_theorems_hold_for_unbiased_weights(quad, closed, which):
-    """CA-Fed Thm 2 (§III-B, eq. (13)) on w̄_T with steps (12), and Thms 1, 3 ((10) with (11) or (15))."""
+def test_cafed_theorem_2_holds_for_unbiased_weights(quad, closed):
+    """CA-Fed Thm 2 (§III-B, eq. (13)) on w̄_T with steps (12). Thms 1 (eqs. (10), (11)) and 3 (eq. (15))
+    are each judged on their own inequality: tests/verify/test_cafed_checks.py."""
     E, seeds = 1, (0, 1, 2)
     consts = exact(closed, E)
-    name = f"cafed.{which}"
+    name = "cafed.theorem_2"
     result = check("cafed-unbiased", quad, Markov(PI, LAM), name, seeds=3, rounds=T, local_steps=E, constants=consts)
-    strong = which != "theorem_2"
-    check_common(result, name, "cafed-unbiased",
-                 CAFED_EXTRAS | ({"mu", "Thm 2 bound (eps_opt)", "bias bound"} if strong else set()))
+    check_common(result, name, "cafed-unbiased", CAFED_EXTRAS)
     alpha = np.full(N, 1 / N)
     q = alpha / PI
     eta_1 = 1 / (2 * consts.L * (1 + 2 * E * q.sum()))                 # (12) with Q = ‖α/π‖₁
@@ -471,26 +473,18 @@ def test_cafed_theorems_hold_for_unbiased_weights(quad, closed, which):
     steps = eta_1 / np.arange(1.0, T + 1)
     averages = [(steps[:, None] * x[:-1]).sum(axis=0) / steps.sum() for x in runs]
     assert result.values == pytest.approx([alpha @ closed.losses(w) - F_star for w in averages], rel=1e-7, abs=1e-12)
-    # Γ = max_k F_k(w*) − F_k* with F_k* = 0 (each A_k ≻ 0); w_B* = w* here, so Γ' = Γ; μ = min_k λ_min(A_k)
+    # Γ = max_k F_k(w*) − F_k* with F_k* = 0 (each A_k ≻ 0); w_B* = w* here, so Γ' = Γ
     gamma = float(closed.losses(w_star).max())
-    radius = max(max(np.linalg.norm(x[:-1], axis=1).max() for x in runs), np.linalg.norm(w_star))
+    # W: the ball at 0 holding the server iterates, the local iterates (recorded), w* = w_B* and every w_k* = b_k
+    radius = max(max(np.linalg.norm(x, axis=1).max() for x in runs), np.linalg.norm(w_star),
+                 np.linalg.norm(closed.b, axis=1).max(), result.extras["largest local iterate norm"])
     assert (result.extras["Gamma"], result.extras["Gamma'"]) == pytest.approx((gamma, gamma), rel=1e-8)
     assert result.extras["diam(W)"] == pytest.approx(2 * radius, rel=1e-8)
     assert result.extras["measured bias F(w_B*) − F*"] == pytest.approx(0.0, abs=1e-10)
-    assert result.extras["q fixed"] is True
+    assert result.extras["q fixed"] is True and result.extras["weights"] == "unbiased"
     opt = bc.theorem_2(q, consts, eta=eta_1, chains=(PI, LAM), Gamma=gamma, diam=2 * radius, decay=1.0,
                        horizon="finite")
-    if which == "theorem_2":
-        assert result.bound_value == pytest.approx(opt.value, rel=1e-6)
-        return
-    mu = float(np.linalg.eigvalsh(closed.A)[:, 0].min())
-    assert result.extras["mu"] == pytest.approx(mu, rel=1e-12)
-    assert result.extras["Thm 2 bound (eps_opt)"] == pytest.approx(opt.value, rel=1e-6)
-    function = bc.theorem_1 if which == "theorem_1" else bc.theorem_3
-    keyword = {"Gamma": gamma} if which == "theorem_1" else {"Gamma_prime": gamma}
-    want = function(alpha, q, PI, consts, mu=mu, eps_opt=opt, **keyword)
-    assert result.bound_value == pytest.approx(want.value, rel=1e-6)
-    assert result.bound_value == pytest.approx(2 * (consts.L / mu) ** 2 * opt.value, rel=1e-6)   # no bias: χ² = 0
+    assert result.bound_value == pytest.approx(opt.value, rel=1e-6)
 
 
 # ------------------------------------------------------------------ 3. coverage
@@ -710,9 +704,10 @@ def test_cli_check_paper(tmp_path, capsys):
                  "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.count("logit.theorem_1: measured") == 1 and out.count("logit.theorem_2: measured") == 1
+    assert out.count("logit.inequality_23: measured") == 1
     summary = json.loads((tmp_path / "check.json").read_text())
-    assert summary["theorem"] == ["logit.theorem_1", "logit.theorem_2"]
-    assert {r["theorem"] for r in summary["rows"]} == {"logit.theorem_1", "logit.theorem_2"}
+    assert summary["theorem"] == ["logit.inequality_23", "logit.theorem_1", "logit.theorem_2"]
+    assert {r["theorem"] for r in summary["rows"]} == {"logit.inequality_23", "logit.theorem_1", "logit.theorem_2"}
 
 
 def test_cli_stages_reach_the_momentum_schedule(tmp_path, capsys):

@@ -1,44 +1,73 @@
 """CA-Fed (Rodio et al., IEEE/ACM ToN 2023, doi:10.1109/TNET.2023.3324257) as checkable theorems.
 
-The runs: FedAvg with aggregation weights q under Markov availability (Assumption 1), i.e.
-``cafed-unbiased`` (q = α/π, fixed) or ``cafed`` (greedy q; covered only when its weights stay
-fixed along the run, since Thm 2 is proved for one q), both with the true chain as the oracle
-(§V-A, "Benchmarks"), server rate η̄ = 1 (the analysis' rate, App. B) and the diminishing
-steps (12), η_t = η_1 t^(−a), η_1 = 1/(2L(1 + 2EQ)) with Q = ‖α/π‖₁ (≥ ‖q‖₁ for every q the
-greedy rule picks), a = ``decay`` (default 1).
+Each row judges one inequality of the paper on its own:
 
-* Thm 2 bounds E[F_B(w̄_T) − F_B*], w̄_T = Σ_t η_t w_t / Σ_t η_t (§III-B), F_B = Σ_k p_k F_k
-  with p = π ⊙̃ q (eq. (4)); evaluated with every sum to T (``horizon="finite"``, valid since
-  the proof sums to T only).
-* Thm 1 and Thm 3 bound E[F(w̄_T)] − F* by 2κ²(ε̄_opt + bias) ((10) with (11) or (15), in
-  expectation; ε̄_opt is Thm 2's bound), κ = L/μ. The measured bias F(w_B*) − F* is reported
-  beside the verdict with its bound.
+* ``cafed.theorem_2`` — Thm 2, eq. (13): E[F_B(w̄_T) − F_B*] ≤ ε̄_opt, w̄_T = Σ_t η_t w_t / Σ_t η_t
+  (§III-B), F_B = Σ_k p_k F_k with p = π ⊙̃ q (eq. (4)); every sum to T (``horizon="finite"``,
+  valid since the proof sums to T only).
+* ``cafed.theorem_1`` — Thm 1, eq. (10) at w = w̄_T. (10) holds for every w ∈ W, so at the run's
+  own w̄_T, with both gaps measured::
 
-Constants measured here (each is a rigorous input for the runs at hand): F_k* and w*, w_B* by
-L-BFGS on the convex objectives; Γ = max_k F_k(w*) − F_k* (eq. (9)), Γ' = max_k F_k(w_B*) − F_k*
-(Thm 3), and Thm 2 takes max(Γ, Γ'), which covers both readings of its Γ; diam(W) = twice the
-largest of ‖x_t‖ over the runs' server iterates, ‖w*‖ and ‖w_B*‖ (W the ball at 0 holding them:
-Assumption 2 with the projection never active; local iterates are not recorded); μ from
-``problem.strong_convexity()``; D, G, H from diam(W) as ``bounds.cafed.theorem_2`` derives them.
+      F(w̄_T) − F* − 2κ²(F_B(w̄_T) − F_B*)  ≤  2κ² ε_bias,     κ = L/μ, ε_bias = F(w_B*) − F*
+
+  The left side (one value per run, possibly negative) moves the measured optimisation gap to
+  the left, so that the right side is exact: a constant too small (κ² for 2κ²) or a dropped
+  ε_bias shows as "violated" on runs where (10) itself holds.
+* ``cafed.theorem_1_bias`` — Thm 1, eq. (11): ε_bias ≤ κ² χ²_{α‖p} Γ, Γ = max_k F_k(w*) − F_k* (eq. (9)).
+* ``cafed.theorem_3`` — Thm 3, eq. (15): ε_bias ≤ 4κ² d_TV²(α, p) Γ', Γ' = max_k F_k(w_B*) − F_k*.
+
+(11) and (15) are statements about the problem and p alone: their left side ε_bias is computed
+without a run (``Plan.values``; exact, no noise) when the weights q are known before running
+(``cafed-unbiased`` with the oracle's π); the greedy ``cafed`` chooses q along the run, which is
+then run and its (fixed) q used.
+
+Runs: FedAvg with aggregation weights q under Markov availability (Assumption 1), server rate
+η̄ = 1 (the analysis' rate, App. B), the diminishing steps (12), η_t = η_1 t^(−a),
+η_1 = 1/(2L(1 + 2EQ)) with Q = ‖α/π‖₁ (≥ ‖q‖₁ for every q used here), a = ``decay`` (default 1).
+``cafed`` (greedy q, true chain as oracle, §V-A) is covered only when its weights stay fixed.
+``cafed-unbiased`` takes the option ``weights``:
+
+* ``"target"`` (default of Thms 1 and 3): q = α, weights that ignore availability. Then
+  p_k ∝ π_k α_k ≠ α as soon as the π_k differ, so ε_bias > 0 on heterogeneous clients and the
+  bias parts of (10), (11), (15) are tested;
+* ``"unbiased"`` (default of Thm 2): q = α/π (§V-A, "Benchmarks"), p = α and ε_bias = 0 by
+  construction, which tests nothing of the bias bounds.
+
+Constants measured (rigorous inputs for the runs at hand): F_k*, w_k*, w*, w_B* by L-BFGS on the
+convex objectives; Γ (eq. (9)), Γ' (Thm 3); μ = ``problem.strong_convexity()``; W for Lemma 1
+(eqs. (6)–(8)) is the ball at 0 of radius R, R the largest norm of the runs' server iterates,
+every local iterate w^k_{t,j} (j = 0..E, recorded while the runs go), w*, w_B* and every w_k*.
+Every w ∈ W then has ‖∇F_k(w)‖ ≤ L‖w − w_k*‖ ≤ 2LR = L·diam(W) = D (proof of Lemma 1, eq. (42)),
+G² = D² + max_k σ_k² (43) and |F_k(w) − F_k(w_B*)| ≤ D·diam(W) = H (Lemma 12), as
+``bounds.cafed.theorem_2`` derives them from diam(W).
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
-from functools import lru_cache
+from dataclasses import dataclass
 
 import numpy as np
+import sympy as sp
 
 from bounds import cafed as bc
+from bounds.core import Condition, Formula, Source, at_most, make_bound
 from participation.patterns import Markov
 
 from .contract import Plan, Setup, Theorem
-from .measures import loss_gap_at_average, weighted_losses, weighted_minimum
+from .measures import client_minimisers, loss_gap_at_average, weighted_losses, weighted_minimum
 
-__all__ = ["THEOREMS"]
+__all__ = ["THEOREMS", "WEIGHTS", "local_iterate_norms"]
 
 COVERS = ("cafed-unbiased", "cafed")
+#: The ``weights`` option of ``cafed-unbiased``: q = α ("target") or q = α/π ("unbiased").
+WEIGHTS = ("target", "unbiased")
+_DEFAULT_WEIGHTS = {"theorem_1": "target", "theorem_1_bias": "target", "theorem_3": "target",
+                    "theorem_2": "unbiased"}
 
 
+# ------------------------------------------------------------------------------ the problem's side
 class _Objectives:
     """Minimisers and minima of the weighted objectives Σ w_k F_k of one problem, cached by w."""
 
@@ -52,22 +81,82 @@ class _Objectives:
             self._cache[key] = weighted_minimum(self.problem, np.asarray(weights, dtype=float))
         return self._cache[key]
 
-    @lru_cache(maxsize=None)
-    def client_minima(self) -> np.ndarray:
-        n = self.problem.n_clients
-        return np.array([self.minimum(np.eye(n)[k])[1] for k in range(n)])
+    @functools.cached_property
+    def clients(self) -> tuple[np.ndarray, np.ndarray]:
+        """(w_k* (N, d), F_k* (N,))."""
+        return client_minimisers(self.problem)
 
     def gap(self, x) -> float:
-        """max_k F_k(x) − F_k*."""
-        return float(np.max(self._losses(x) - self.client_minima()))
-
-    def _losses(self, x) -> np.ndarray:
-        import torch
-
-        ref = self.problem.to("cpu", torch.float64)
-        return ref.client_losses(torch.as_tensor(x, dtype=torch.float64)).numpy()
+        """max_k F_k(x) − F_k* (Γ at w*, eq. (9); Γ' at w_B*, Thm 3)."""
+        n = self.problem.n_clients
+        losses = np.array([weighted_losses(self.problem, x, np.eye(n)[k]) for k in range(n)])
+        return float(np.max(losses - self.clients[1]))
 
 
+def _bias(objectives: _Objectives, alpha, p) -> dict:
+    """ε_bias = F(w_B*) − F* (Thm 1, eq. (10)) with Γ, Γ', χ²_{α‖p} (11) and d_TV(α, p) (15)."""
+    w_star, F_star = objectives.minimum(alpha)
+    w_b, _ = objectives.minimum(p)
+    return dict(p=p, w_star=w_star, F_star=F_star, w_b=w_b,
+                eps_bias=weighted_losses(objectives.problem, w_b, alpha) - F_star,
+                gamma=objectives.gap(w_star), gamma_prime=objectives.gap(w_b), chi2=bc.chi2(alpha, p), tv=bc.tv(alpha, p))
+
+
+# ------------------------------------------------------------------------------ local iterates
+class _NormProbe:
+    """The problem, seen through ``stochastic_grads``: records the largest norm of every point a
+    stochastic gradient is taken at and of the point one local step η·g later (the local
+    iterates w^k_{t,j}, j = 0..E, of eq. (2); and, harmlessly, one step from the server iterate
+    where CA-Fed asks for reports)."""
+
+    def __init__(self, problem, eta: float):
+        self._problem, self._eta, self.largest = problem, float(eta), math.nan
+
+    def __getattr__(self, name):
+        return getattr(self._problem, name)
+
+    def stochastic_grads(self, X, clients, generator):
+        G = self._problem.stochastic_grads(X, clients, generator)
+        if X.numel():
+            seen = max(float(X.norm(dim=1).max()), float((X - self._eta * G).norm(dim=1).max()))
+            self.largest = seen if math.isnan(self.largest) else max(self.largest, seen)
+        return G
+
+
+class _LocalNorms:
+    """Mixin: ``observe`` also reports ``local_norm``, the largest ‖w^k_{t,j}‖ of round t (NaN
+    without local steps). Only records: the run is the same bit for bit."""
+
+    def round(self, state, problem, active, t, generators):
+        probe = _NormProbe(problem, self.eta_l)
+        new = super().round(state, probe, active, t, generators)
+        object.__setattr__(self, "_local_norm", probe.largest)
+        return new
+
+    def observe(self, before, after, problem, active, t):
+        return {**super().observe(before, after, problem, active, t), "local_norm": getattr(self, "_local_norm", math.nan)}
+
+
+@functools.lru_cache(maxsize=None)
+def _observing_class(cls):
+    return type(cls.__name__, (_LocalNorms, cls), {"__module__": cls.__module__, "__doc__": cls.__doc__})
+
+
+def _observing(algorithm):
+    """``algorithm`` as an instance that also records its local iterates' norms."""
+    if isinstance(algorithm, _LocalNorms):
+        return algorithm
+    init = {f.name: getattr(algorithm, f.name) for f in dataclasses.fields(algorithm) if f.init}
+    return _observing_class(type(algorithm))(**init)
+
+
+def local_iterate_norms(history) -> np.ndarray:
+    """The largest ‖w^k_{t,j}‖ per round (NaN in a round without local steps), as recorded by the
+    CA-Fed plans' runs."""
+    return np.asarray(history.observed.get("local_norm", []), dtype=float)
+
+
+# ------------------------------------------------------------------------------ the runs
 def _weights_of(history) -> tuple[np.ndarray, bool]:
     """(q, fixed): the run's aggregation weights (the mean over rounds with clients) and whether they never changed."""
     W = np.asarray(history.observed["weights"], dtype=float)
@@ -75,6 +164,13 @@ def _weights_of(history) -> tuple[np.ndarray, bool]:
     if not W.size:
         return np.full(history.observed["weights"].shape[1], math.nan), True
     return W.mean(axis=0), bool(np.allclose(W, W[0], rtol=1e-12, atol=0.0))
+
+
+def _pooled_q(histories) -> tuple[np.ndarray, bool]:
+    qs = [_weights_of(h) for h in histories]
+    q = np.mean([w for w, _ in qs], axis=0)
+    fixed = all(f for _, f in qs) and all(np.allclose(w, qs[0][0], rtol=1e-12, atol=0) for w, _ in qs)
+    return q, fixed
 
 
 def _require(setup: Setup, name: str, strong: bool) -> tuple[np.ndarray, np.ndarray, float | None]:
@@ -91,7 +187,52 @@ def _require(setup: Setup, name: str, strong: bool) -> tuple[np.ndarray, np.ndar
     return np.asarray(setup.pattern.pi, dtype=float), np.asarray(setup.pattern.lam, dtype=float), mu
 
 
-def _plan(setup: Setup, *, which: str) -> Plan:
+@dataclass
+class _Context:
+    """What every CA-Fed plan shares: the chain, α, μ, the steps (12), the algorithm to run."""
+
+    setup: Setup
+    name: str
+    pi: np.ndarray
+    lam: np.ndarray
+    mu: float | None
+    alpha: np.ndarray
+    decay: float
+    eta_1: float
+    weights: str | None
+    algorithm: object
+    objectives: _Objectives
+    notes: list
+
+    @property
+    def L(self) -> float:
+        return self.setup.constants.L
+
+    @property
+    def kappa2(self) -> float:
+        return (self.L / self.mu) ** 2
+
+    def p_of(self, q) -> np.ndarray:
+        return bc.biased_importance(self.pi, q)
+
+    def known_q(self) -> np.ndarray | None:
+        """q before any run: ``cafed-unbiased`` with the oracle's π gives η̄·α/π_oracle (the analysis
+        absorbs η̄ into q, App. B); None when the weights are chosen along the run."""
+        alg = self.algorithm
+        if alg.name != "cafed-unbiased" or getattr(alg, "oracle", None) is None:
+            return None
+        return alg.eta_g * alg.target(self.pi.size) / np.asarray(alg.oracle[0], dtype=float)
+
+    def run_options(self) -> dict:
+        return {"observe": True, "local_schedule": lambda t: (t + 1.0) ** (-self.decay)}
+
+    def covered(self, histories):
+        if self.setup.algorithm not in COVERS:
+            return False
+        return True if _pooled_q(histories)[1] else "its weights changed along the runs; the theorem is for one fixed q"
+
+
+def _context(setup: Setup, which: str) -> _Context:
     import algorithms
 
     name = f"cafed.{which}"
@@ -103,107 +244,241 @@ def _plan(setup: Setup, *, which: str) -> Plan:
     decay = float(setup.hparams.get("decay", 1.0))
     if not 0.5 < decay <= 1:
         raise ValueError(f"decay must lie in (1/2, 1] for the step sizes (12) of CA-Fed Thm 2, got {decay}")
-    Q = float((alpha / pi).sum())
-    eta_1 = 1 / (2 * L * (1 + 2 * E * Q))
+    weights = setup.hparams.get("weights")
+    if weights is not None and weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
+    if weights is not None and (setup.given is not None or setup.algorithm != "cafed-unbiased"):
+        raise ValueError("weights= chooses cafed-unbiased's fixed q; the greedy cafed and a given algorithm choose their own")
+    eta_1 = 1 / (2 * L * (1 + 2 * E * float((alpha / pi).sum())))
+    notes = []
     if setup.given is not None:
-        algorithm = setup.given
-        eta_1 = algorithm.eta_l
+        algorithm, eta_1, weights = setup.given, setup.given.eta_l, None
     else:
-        extra = {k: v for k, v in setup.hparams.items() if k not in ("alpha", "decay")}
-        algorithm = algorithms.get(setup.algorithm, eta_l=eta_1, eta_g=1.0, local_steps=E,
-                                   oracle=(tuple(pi), tuple(lam)), alpha=tuple(alpha), **extra)
-    traces, note = setup.unit_traces("participation")
-    objectives = _Objectives(setup.problem)
-    w_star, F_star = objectives.minimum(alpha)
+        if setup.algorithm == "cafed-unbiased":
+            weights = weights or _DEFAULT_WEIGHTS[which]
+        else:
+            weights = None
+        oracle = (tuple(pi), tuple(lam)) if weights != "target" else ((1.0,) * n, (0.0,) * n)
+        extra = {k: v for k, v in setup.hparams.items() if k not in ("alpha", "decay", "weights")}
+        algorithm = algorithms.get(setup.algorithm, eta_l=eta_1, eta_g=1.0, local_steps=E, oracle=oracle,
+                                   alpha=tuple(alpha), **extra)
+        if weights == "target":
+            notes.append("weights q = α (availability ignored): p = π ⊙̃ α ≠ α, so ε_bias > 0 unless π is uniform "
+                         "or the clients share one optimum")
+        elif weights == "unbiased":
+            notes.append("weights q = α/π: p = α and ε_bias = 0 by construction")
+    notes.append(f"step sizes (12): η_t = η_1 t^(−{decay:g}), η_1 = {eta_1:.4g}" + (
+        " (the algorithm's own)" if setup.given else " = 1/(2L(1 + 2EQ)), Q = ‖α/π‖₁"))
+    return _Context(setup, name, pi, lam, mu, alpha, decay, eta_1, weights, _observing(algorithm),
+                    _Objectives(setup.problem), notes)
 
-    def p_of(q):
-        return bc.biased_importance(pi, q)
+
+def _radius(ctx: _Context, histories, w_b) -> tuple[float, float]:
+    """(R, largest local-iterate norm): W = {‖w‖ ≤ R} holds every server iterate, every local
+    iterate, w*, w_B* and every w_k* (Assumption 2 and Lemma 1)."""
+    local = max((float(np.nanmax(v)) for h in histories if (v := local_iterate_norms(h)).size
+                 and not np.isnan(v).all()), default=0.0)
+    server = max(max(float(np.max(h.observed["param_norm"])), float(np.linalg.norm(h.final_params))) for h in histories)
+    points = [np.linalg.norm(ctx.objectives.minimum(ctx.alpha)[0]), np.linalg.norm(w_b),
+              float(np.linalg.norm(ctx.objectives.clients[0], axis=1).max())]
+    return max(server, local, *map(float, points)), local
+
+
+def _local_condition(histories, radius: float, local: float) -> Condition:
+    """Lemma 1's W holds the local iterates: true when every run recorded them."""
+    recorded = all("local_norm" in h.observed for h in histories)
+    return Condition("Lemma 1 (6)–(8): W holds every local iterate (recorded)", recorded and local <= radius,
+                     local, radius, "" if recorded else "a run did not record its local iterates: D, G, H unverified")
+
+
+# ------------------------------------------------------------------------------ Thm 2, eq. (13)
+def _optimisation_plan(setup: Setup) -> Plan:
+    ctx = _context(setup, "theorem_2")
+    traces, note = setup.unit_traces("participation")
 
     def measure(history, problem):
-        if which == "theorem_2":
-            q, _ = _weights_of(history)
-            p = p_of(q)
-            return loss_gap_at_average(history, problem, p, objectives.minimum(p)[1])
-        return loss_gap_at_average(history, problem, alpha, F_star)
+        p = ctx.p_of(_weights_of(history)[0])
+        return loss_gap_at_average(history, problem, p, ctx.objectives.minimum(p)[1])
 
-    def pooled_q(histories):
-        qs = [_weights_of(h) for h in histories]
-        q = np.mean([w for w, _ in qs], axis=0)
-        fixed = all(f for _, f in qs) and all(np.allclose(w, qs[0][0], rtol=1e-12, atol=0) for w, _ in qs)
-        return q, fixed
-
-    def inputs(histories):
-        q, fixed = pooled_q(histories)
-        w_b, F_b = objectives.minimum(p_of(q))
-        gamma, gamma_prime = objectives.gap(w_star), objectives.gap(w_b)
-        radius = max(max(float(np.max(h.observed["param_norm"])) for h in histories),
-                     float(np.linalg.norm(w_star)), float(np.linalg.norm(w_b)))
+    def inputs(histories) -> dict:
+        q, fixed = _pooled_q(histories)
+        v = _bias(ctx.objectives, ctx.alpha, ctx.p_of(q))
+        radius, local = _radius(ctx, histories, v["w_b"])
         if not radius > 0:
-            raise ValueError("every iterate and both minimisers are 0: W is a point, and CA-Fed Thm 2 needs "
+            raise ValueError("every iterate and minimiser is 0: W is a point, and CA-Fed Thm 2 needs "
                              "H = D·diam(W) > 0 (start away from the optimum)")
-        return dict(q=q, fixed=fixed, w_b=w_b, gamma=gamma, gamma_prime=gamma_prime, diam=2 * radius)
-
-    def theorem_2_bound(v):
-        return bc.theorem_2(v["q"], setup.constants, eta=eta_1, chains=(pi, lam), Gamma=max(v["gamma"], v["gamma_prime"]),
-                            diam=v["diam"], decay=decay, horizon="finite")
+        return dict(v, q=q, fixed=fixed, diam=2 * radius, local=local, radius=radius)
 
     def bound(histories):
         v = inputs(histories)
-        opt = theorem_2_bound(v)
-        if which == "theorem_2":
-            return opt
-        if which == "theorem_1":
-            return bc.theorem_1(alpha, v["q"], pi, setup.constants, mu=mu, Gamma=v["gamma"], eps_opt=opt)
-        return bc.theorem_3(alpha, v["q"], pi, setup.constants, mu=mu, Gamma_prime=v["gamma_prime"], eps_opt=opt)
+        b = bc.theorem_2(v["q"], setup.constants, eta=ctx.eta_1, chains=(ctx.pi, ctx.lam),
+                         Gamma=max(v["gamma"], v["gamma_prime"]), diam=v["diam"], decay=ctx.decay, horizon="finite")
+        return dataclasses.replace(b, conditions=b.conditions + (_local_condition(histories, v["radius"], v["local"]),))
 
     def extras(histories):
         v = inputs(histories)
-        bias = weighted_losses(setup.problem, v["w_b"], alpha) - F_star
-        out = {"measured bias F(w_B*) − F*": bias, "Gamma": v["gamma"], "Gamma'": v["gamma_prime"],
-               "diam(W)": v["diam"], "Q": float(v["q"].sum()), "eta_1": eta_1, "decay": decay, "q fixed": v["fixed"]}
-        if which != "theorem_2":
-            out["mu"] = mu
-            out["Thm 2 bound (eps_opt)"] = theorem_2_bound(v).value
-            divergence = bc.chi2(alpha, p_of(v["q"])) if which == "theorem_1" else bc.tv(alpha, p_of(v["q"])) ** 2
-            factor = 1 if which == "theorem_1" else 4
-            out["bias bound"] = factor * (L / mu) ** 2 * divergence * (v["gamma"] if which == "theorem_1" else v["gamma_prime"])
+        D = ctx.L * v["diam"]
+        return {"measured bias F(w_B*) − F*": v["eps_bias"], "Gamma": v["gamma"], "Gamma'": v["gamma_prime"],
+                "diam(W)": v["diam"], "D = L·diam(W)": D, "H = D·diam(W)": D * v["diam"],
+                "largest local iterate norm": v["local"], "Q": float(v["q"].sum()), "eta_1": ctx.eta_1,
+                "decay": ctx.decay, "q fixed": v["fixed"], "weights": ctx.weights or "algorithm's own"}
+
+    return Plan(algorithm=ctx.algorithm, traces=traces, measure=measure, bound=bound, extras=extras,
+                covered=ctx.covered, run_options=ctx.run_options(),
+                step_sizes={"eta_1": ctx.eta_1, "eta_g": 1.0, "decay": ctx.decay}, notes=([note] if note else []) + ctx.notes)
+
+
+# ------------------------------------------------------------------------------ Thm 1, eq. (10)
+_L, _mu, _eps_b = sp.symbols("L mu epsilon_bias", nonnegative=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _decomposition_formula(factor: float) -> Formula:
+    """factor·κ²·ε_bias, κ = L/μ (the right side of eq. (10) with the optimisation gap moved left)."""
+    return Formula({"bias": sp.nsimplify(factor) * (_L / _mu) ** 2 * _eps_b}, (_L, _mu, _eps_b))
+
+
+def _decomposition_plan(setup: Setup, *, factor: float = 2.0, bias: bool = True) -> Plan:
+    """CA-Fed Thm 1, eq. (10) at w = w̄_T: per run F(w̄_T) − F* − c(F_B(w̄_T) − F_B*) against c·ε_bias,
+    c = ``factor``·κ² (2κ² in (10)); ``bias=False`` drops ε_bias from the right side. The keywords
+    state (10)'s constants in one place; the theorem is ``factor=2, bias=True``."""
+    ctx = _context(setup, "theorem_1")
+    traces, note = setup.unit_traces("participation")
+    c = factor * ctx.kappa2
+
+    def gaps(history) -> tuple[float, float]:
+        """(F(w̄_T) − F*, F_B(w̄_T) − F_B*) at the run's own q."""
+        p = ctx.p_of(_weights_of(history)[0])
+        F_star = ctx.objectives.minimum(ctx.alpha)[1]
+        return (loss_gap_at_average(history, setup.problem, ctx.alpha, F_star),
+                loss_gap_at_average(history, setup.problem, p, ctx.objectives.minimum(p)[1]))
+
+    def measure(history, problem):
+        total, opt = gaps(history)
+        return total - c * opt
+
+    def inputs(histories) -> dict:
+        q, fixed = _pooled_q(histories)
+        v = _bias(ctx.objectives, ctx.alpha, ctx.p_of(q))
+        radius, local = _radius(ctx, histories, v["w_b"])
+        return dict(v, q=q, fixed=fixed, diam=2 * radius)
+
+    def bound(histories):
+        v = inputs(histories)
+        eps = v["eps_bias"] if bias else 0.0
+        where = "eq. (10) at w = w̄_T, F_B(w̄_T) − F_B* measured and moved to the left; proof in App. A, (21)–(24)"
+        return make_bound(_decomposition_formula(factor), {_L: ctx.L, _mu: ctx.mu, _eps_b: max(eps, 0.0)},
+                          Source("CA-Fed", "Thm 1", where, f"c = {factor:g}κ²" + ("" if bias else ", ε_bias dropped")),
+                          conditions=[at_most("μ ≤ L (Assumptions 3–4)", ctx.mu, ctx.L)])
+
+    def extras(histories):
+        v = inputs(histories)
+        total, opt = np.mean([gaps(h) for h in histories], axis=0)
+        return {"F(w̄_T) − F* (mean)": float(total), "eps_opt = F_B(w̄_T) − F_B* (mean)": float(opt),
+                "measured bias F(w_B*) − F*": v["eps_bias"], "kappa": math.sqrt(ctx.kappa2), "mu": ctx.mu,
+                "coefficient c": c, "Gamma": v["gamma"], "Gamma'": v["gamma_prime"], "diam(W)": v["diam"],
+                "p": _vector(v["p"]), "Q": float(v["q"].sum()), "eta_1": ctx.eta_1, "decay": ctx.decay,
+                "q fixed": v["fixed"], "weights": ctx.weights or "algorithm's own"}
+
+    return Plan(algorithm=ctx.algorithm, traces=traces, measure=measure, bound=bound, extras=extras,
+                covered=ctx.covered, run_options=ctx.run_options(), nonnegative=False,
+                step_sizes={"eta_1": ctx.eta_1, "eta_g": 1.0, "decay": ctx.decay}, notes=([note] if note else []) + ctx.notes)
+
+
+def _vector(x) -> str:
+    return "(" + ", ".join(f"{v:.4g}" for v in np.asarray(x, dtype=float)) + ")"
+
+
+# ------------------------------------------------------------------------------ eqs. (11) and (15)
+def _bias_plan(setup: Setup, which: str) -> Plan:
+    """ε_bias = F(w_B*) − F* against (11) (``theorem_1_bias``) or (15) (``theorem_3``). Without a
+    run when q is known; else the runs give q (it must stay fixed)."""
+    ctx = _context(setup, which)
+    known = ctx.known_q()
+
+    def inputs(histories) -> dict:
+        q, fixed = (known, True) if known is not None else _pooled_q(histories)
+        return dict(_bias(ctx.objectives, ctx.alpha, ctx.p_of(q)), q=q, fixed=fixed)
+
+    def bound(histories):
+        v = inputs(histories)
+        if which == "theorem_3":
+            return bc.theorem_3(ctx.alpha, v["q"], ctx.pi, setup.constants, mu=ctx.mu, Gamma_prime=v["gamma_prime"])
+        return bc.theorem_1(ctx.alpha, v["q"], ctx.pi, setup.constants, mu=ctx.mu, Gamma=v["gamma"])
+
+    def extras(histories):
+        v = inputs(histories)
+        out = {"measured bias F(w_B*) − F*": v["eps_bias"], "kappa": math.sqrt(ctx.kappa2), "mu": ctx.mu,
+               "Gamma": v["gamma"], "Gamma'": v["gamma_prime"], "chi2(alpha||p)": v["chi2"], "d_TV(alpha, p)": v["tv"],
+               "p": _vector(v["p"]), "q": _vector(v["q"]), "q fixed": v["fixed"],
+               "weights": ctx.weights or "algorithm's own"}
+        if histories:
+            out["diam(W)"] = 2 * _radius(ctx, histories, v["w_b"])[0]
         return out
 
-    def covered(histories):
-        if setup.algorithm not in COVERS:
-            return False
-        return True if pooled_q(histories)[1] else "its weights changed along the runs; Thm 2 is proved for one fixed q"
+    def measure(history, problem):
+        return _bias(ctx.objectives, ctx.alpha, ctx.p_of(_weights_of(history)[0]))["eps_bias"]
 
-    notes = [note] if note else []
-    notes.append(f"step sizes (12): η_t = η_1 t^(−{decay:g}), η_1 = {eta_1:.4g}" + (" (the algorithm's own)" if setup.given else
-                                                                                  " = 1/(2L(1 + 2EQ)), Q = ‖α/π‖₁"))
-    return Plan(algorithm=algorithm, traces=traces, measure=measure, bound=bound, extras=extras, covered=covered,
-                run_options={"observe": True, "local_schedule": lambda t: (t + 1.0) ** (-decay)},
-                step_sizes={"eta_1": eta_1, "eta_g": 1.0, "decay": decay}, notes=notes)
+    common = dict(algorithm=ctx.algorithm, bound=bound, extras=extras, noise_free=True, notes=ctx.notes,
+                  step_sizes={"eta_1": ctx.eta_1, "eta_g": 1.0, "decay": ctx.decay})
+    if known is not None:
+        return Plan(traces=[], measure=None, values=lambda: [inputs([])["eps_bias"]],
+                    notes=ctx.notes + ["ε_bias depends on the problem and q alone: computed without a run"],
+                    **{k: v for k, v in common.items() if k != "notes"})
+    traces, note = setup.unit_traces("noise")
+    return Plan(traces=traces, measure=measure, covered=ctx.covered, run_options=ctx.run_options(),
+                **{**common, "notes": ([note] if note else []) + ctx.notes + ["q chosen along the runs: ε_bias at the runs' q"]})
 
 
+# ------------------------------------------------------------------------------ the declarations
 _NEEDS = {
-    "Gamma": "Γ = max_k F_k(w*) − F_k* (eq. (9)), F_k* and w* by L-BFGS on the convex objectives",
-    "diam": "diam(W): twice the largest ‖x_t‖ of the runs' server iterates, ‖w*‖, ‖w_B*‖",
     "chain": "π, λ of the Markov pattern (two-state clients, CA-Fed App. F3)",
 }
-_STRONG = {"mu": "μ: problem.strong_convexity() (Assumption 4)"}
+_MINIMA = "F_k*, w_k*, w*, w_B* by L-BFGS on the convex objectives"
+_GAMMA = {"Gamma": f"Γ = max_k F_k(w*) − F_k* (eq. (9)); {_MINIMA}"}
+_GAMMA_PRIME = {"Gamma'": f"Γ' = max_k F_k(w_B*) − F_k* (Thm 3); {_MINIMA}"}
+_STRONG = {"mu": "μ: problem.strong_convexity() (Assumption 4); κ = L/μ"}
+_DIAM = {"diam": "diam(W): twice the largest norm of the server and local iterates, w*, w_B* and every w_k* "
+                 "(Lemma 1: D = L·diam(W), G² = D² + max σ_k², H = D·diam(W))"}
 _STEPS = "η_t = η_1 t^(−a) with η_1 = 1/(2L(1 + 2EQ)), a = decay ∈ (1/2, 1] (eq. (12)); server rate 1"
 _ASSUME = "convex problems with per-client losses (Quadratic, Logistic), a Markov pattern"
+_BIAS_ASSUME = "strongly convex problems with per-client losses, a Markov pattern (only π is used)"
+_PATTERNS = ("cafed-temporal",)
+_CHAIN = "--L 1 --sigma2 1 --delta-f 20 --N 2 --set alpha=0.5,0.5 --set q=0.5,0.5 --set pi=0.9,0.5 --set mu=0.1"
+_BIAS = "ε_bias = F(w_B*) − F*, w_B* = argmin F_B, F_B = Σ_k p_k F_k, p = π ⊙̃ q"
+_BIAS_LATEX = r"F(w_B^*) - F^*"
 
 
-def _theorem(which, bound, lhs, lhs_latex, needs) -> Theorem:
-    return Theorem(name=f"cafed.{which}", bound=bound, lhs=lhs, lhs_latex=lhs_latex, expectation="participation",
-                   covers=COVERS, steps=_STEPS, plan=lambda setup: _plan(setup, which=which), needs=needs,
-                   assumptions=_ASSUME, options=("decay",))
+def _theorem(which, bound, plan, lhs, lhs_latex, expectation, needs, *, summary, example, assumptions=_ASSUME) -> Theorem:
+    return Theorem(name=f"cafed.{which}", bound=bound, lhs=lhs, lhs_latex=lhs_latex, expectation=expectation,
+                   covers=COVERS, steps=_STEPS, plan=plan, needs={**needs, **_NEEDS}, assumptions=assumptions,
+                   options=("decay", "weights"), summary=summary, example=example, patterns=_PATTERNS,
+                   algorithms=COVERS)
 
 
-_TOTAL = "F(w̄_T) − F*, w̄_T = Σ_t η_t w_t / Σ_t η_t"
-_TOTAL_LATEX = r"F(\bar w_T) - F^*"
 THEOREMS = {
-    "cafed.theorem_1": _theorem("theorem_1", bc.theorem_1, _TOTAL, _TOTAL_LATEX, {**_NEEDS, **_STRONG}),
-    "cafed.theorem_3": _theorem("theorem_3", bc.theorem_3, _TOTAL, _TOTAL_LATEX,
-                                {**_NEEDS, **_STRONG, "Gamma'": "Γ' = max_k F_k(w_B*) − F_k* (Thm 3)"}),
-    "cafed.theorem_2": _theorem("theorem_2", bc.theorem_2, "F_B(w̄_T) − F_B*, F_B = Σ_k p_k F_k, p = π ⊙̃ q",
-                                r"F_B(\bar w_T) - F_B^*", _NEEDS),
+    "cafed.theorem_1": _theorem(
+        "theorem_1", bc.theorem_1, _decomposition_plan,
+        "F(w̄_T) − F* − 2κ²(F_B(w̄_T) − F_B*), w̄_T = Σ_t η_t w_t / Σ_t η_t",
+        r"F(\bar w_T) - F^* - 2\kappa^2\left(F_B(\bar w_T) - F_B^*\right)", "participation",
+        {**_STRONG, "eps_bias": f"ε_bias = F(w_B*) − F*; {_MINIMA}"},
+        summary="CA-Fed Thm 1, eq. (10): F(w) − F* ≤ 2κ²(F_B(w) − F_B* + ε_bias) at the runs' w̄_T",
+        example=f"{_CHAIN} --set Gamma=1 --set eps_opt=0.01"),
+    "cafed.theorem_1_bias": _theorem(
+        "theorem_1_bias", bc.theorem_1, lambda setup: _bias_plan(setup, "theorem_1_bias"), _BIAS, _BIAS_LATEX,
+        "noise", {**_STRONG, **_GAMMA},
+        summary="CA-Fed Thm 1, eq. (11): the bias ε_bias ≤ κ² χ²(α‖p) Γ, no run needed",
+        example=f"{_CHAIN} --set Gamma=1", assumptions=_BIAS_ASSUME),
+    "cafed.theorem_3": _theorem(
+        "theorem_3", bc.theorem_3, lambda setup: _bias_plan(setup, "theorem_3"), _BIAS, _BIAS_LATEX,
+        "noise", {**_STRONG, **_GAMMA_PRIME},
+        summary="CA-Fed Thm 3, eq. (15): the bias ε_bias ≤ 4κ² d_TV²(α, p) Γ', no run needed",
+        example=f"{_CHAIN} --set Gamma_prime=1", assumptions=_BIAS_ASSUME),
+    "cafed.theorem_2": _theorem(
+        "theorem_2", bc.theorem_2, _optimisation_plan,
+        "F_B(w̄_T) − F_B*, F_B = Σ_k p_k F_k, p = π ⊙̃ q", r"F_B(\bar w_T) - F_B^*", "participation",
+        {**_GAMMA, **_GAMMA_PRIME, **_DIAM},
+        summary="CA-Fed Thm 2, eq. (13): optimisation error of FedAvg with fixed weights q under Markov availability",
+        example="--L 1 --sigma2 1 --delta-f 20 --N 2 --set q=0.5,0.5 --set eta=0.01 --set pi=0.9,0.5 "
+                "--set lam=0.5,0.3 --set Gamma=1 --set diam=1"),
 }

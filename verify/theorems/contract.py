@@ -55,6 +55,14 @@ class Setup:
     pattern: object | None
     seeds: tuple[int, ...]
     trace_seed: int = 0
+    #: ``build(eta_g, eta_l) -> Algorithm``: the algorithm at given step sizes (delay bounds).
+    build: Callable | None = None
+    #: Which step sizes a delay bound runs at: "theorem", "given" (``given_steps``) or "admissible".
+    step_mode: str = "theorem"
+    given_steps: Mapping | None = None
+    #: Traces drawn for a bound in full expectation (None: one per seed, paired with it).
+    n_traces: int | None = None
+    confidence: float = 0.95
 
     @property
     def n_clients(self) -> int:
@@ -108,6 +116,24 @@ class Plan:
     run_options: dict = field(default_factory=dict)
     tau: tuple[float, float] | None = None
     notes: list[str] = field(default_factory=list)
+    #: The left side without any run, for a statement about the problem alone (e.g. CA-Fed's
+    #: ε_bias = F(w_B*) − F*, eqs. (11) and (15)): ``values() -> list of floats``. ``traces`` is
+    #: then empty and ``bound([])`` is called with no histories.
+    values: Callable | None = None
+    #: True when the left side of every run is its own expectation (no noise, no random
+    #: participation), so that equal values are judged exactly; None: decided from σ² and the
+    #: participation by the judge's rule (``verify.verdicts.noise_free``).
+    noise_free: bool | None = None
+    #: Why the step sizes used are neither prescribed nor admitted by the theorem (a user's own,
+    #: a record's), or None: the verdict then carries the ``†`` mark.
+    steps_outside: str | None = None
+    #: False when the left side can be negative (e.g. a difference of two measured sides): the
+    #: one-run Markov limit of ``verify.verdicts.judge`` then does not apply.
+    nonnegative: bool = True
+    #: ``bound_range(histories) -> (low, high)`` when the bound is uncertain (an input estimated
+    #: by Monte-Carlo, e.g. E[τ_max] of FedSUM Cor 4.1): the verdict then needs the measured side
+    #: below ``low`` to hold and above ``high`` to be violated.
+    bound_range: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +163,19 @@ class Theorem:
     #: The left side of one run, ``measure(history, problem) -> float`` (delay bounds only; a
     #: plan carries its own): (1/T) Σ_t ‖∇f(x_t)‖² by default.
     measure: Callable | None = None
+    #: One line on what the theorem is (``fedverify bound --list``).
+    summary: str = ""
+    #: A working ``fedverify bound NAME ...`` argument line (``bound NAME --inputs`` prints it).
+    example: str = ""
+    #: The patterns (preset names) and algorithms ``fedverify check --theorem NAME`` runs when
+    #: none are given: the participation the theorem assumes and the algorithms it covers.
+    patterns: tuple[str, ...] = ()
+    algorithms: tuple[str, ...] = ()
+    #: Conformance search space: ``(draw, n, T) -> (problem, trace or pattern, hparams)`` for
+    #: ``verify.conformance`` (a hypothesis ``draw``), and ``seed_cases(T) -> [(problem, source,
+    #: hparams), ...]``, the hand-made cases tried first.
+    space: Callable | None = None
+    seed_cases: Callable | None = None
 
     def __post_init__(self):
         if self.expectation not in EXPECTATIONS:
@@ -149,6 +188,21 @@ class Theorem:
     @property
     def checkable(self) -> bool:
         return self.plan is not None or self.delay_bound
+
+    @property
+    def paper(self) -> str:
+        """The prefix of the name ("fedsum", "cafed", ...), or "" for a user's theorem without one."""
+        return self.name.split(".", 1)[0] if "." in self.name else ""
+
+    def make_plan(self, setup: Setup) -> Plan:
+        """The theorem's plan on ``setup``: its own, or the delay plan of a delay bound
+        (:func:`verify.theorems.delay.delay_plan`)."""
+        self.require_checkable()
+        if self.plan is not None:
+            return self.plan(setup)
+        from .delay import delay_plan
+
+        return delay_plan(self, setup)
 
     def require_checkable(self) -> None:
         if not self.checkable:

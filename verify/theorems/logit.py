@@ -1,39 +1,208 @@
-"""LOGIT (OpenReview km8rXu0RnF) Thms 1 and 2 as checkable theorems.
+"""LOGIT (OpenReview km8rXu0RnF): inequality (23) and Thms 1 and 2 as checkable theorems.
 
-Both bound (1/T) Σ_t E‖∇f(x_t)‖² of ``logit`` (eq. (8): unavailable clients contribute a
-surrogate with weight 1/N) under independent availability with probabilities p_n^t (Thm 1;
-a Bernoulli pattern) or p_n constant in time (Thm 2), in expectation over the noise and the
-availability, so every seed runs on its own trace drawn from the pattern.
+All three bound (1/T) Σ_t E‖∇f(x_t)‖² of ``logit`` (eq. (8): unavailable clients contribute a
+surrogate with weight 1/N) under independent availability with probabilities p_n^t, in
+expectation over the noise and the availability, so every seed runs on its own trace drawn
+from a Bernoulli pattern. They share the step size and the first four terms of (23) and
+differ in how the gradient-generation error ε of (23) enters:
 
-Their generator term bounds the gradient-generation error ε of eq. (23) through Assumption 5's
-ε*_{n,t} and C₁ ((30)–(33)), neither of which can be measured. The check measures ε itself
-along the runs, ε = 4·(1/T) Σ_t (1/N) Σ_{n∉A_t} (1/I) Σ_i ‖g̃_n − ∇F_n(x^n_{t,i})‖² (LOGIT
-``observe``; the realised indicator in place of 1 − p_n^t), averaged over the runs, and enters
-it as 4ε̄* with C₁ = 0, so the bound is (23) with ε measured and the theorem's step size and
-other terms unchanged.
+* ``logit.inequality_23``: ε itself, measured along the runs (App. A.1, eq. (23));
+* ``logit.theorem_1`` (Thm 1, eq. (10); p_n^t may vary by round): 4ε̄* + 8C₁√(τ̄_max(1 − p̄_min))/√T
+  (eq. (33)), τ̄_max = (1/N) Σ_n max_t τ_n^t of the runs' traces, averaged over them;
+* ``logit.theorem_2`` (Thm 2, eq. (11); p_n constant in time): 4ε̄* + 8C₁(1 − p_min)^{3/2}/(√T·√p_min)
+  (eq. (38), the expected staleness of (36)–(37) in place of the realised one).
+
+Measured ε (eq. (23), LOGIT ``observe``): e_{n,t} = (1/I) Σ_i ‖g̃_n − ∇F_n(x^n_{t,i})‖² for n ∉ A_t,
+ε = 4·(1/T) Σ_t (1/N) Σ_{n∉A_t} e_{n,t} (the realised indicator in place of 1 − p_n^t), averaged
+over the runs.
+
+ε*_{n,t} and C₁ (Assumption 5 with (30) and (32): e_{n,t} ≤ ε*_{n,t} + C₁√(τ_n^t/t)) are given
+(``constants.extra["eps_star"]``, ``["C1"]``, or ``--set eps_star=... --set C1=...``) or estimated
+from the runs' points (n, t) with n ∉ A_t, pooled over the runs, with t = 1..T the round and
+τ_n^t the rounds since client n's last upload:
+
+* neither given: ε*_{n,t} = ε*_n constant in t (Lemma 3's ε*_n has no t) and C₁ ≥ 0 solve the
+  linear programme  min Σ_points (ε*_n + C₁√(τ_n^t/t))  s.t.  e_{n,t} ≤ ε*_n + C₁√(τ_n^t/t) at every
+  point, ε*_n ≥ 0 — the smallest trace-level right side of (33) (realised indicators) among the
+  (ε*, C₁) that satisfy Assumption 5's inequality on the runs; ε*_n is then recomputed as
+  max_t (e_{n,t} − C₁√(τ_n^t/t))⁺, so the inequality holds at every point whatever the solver's
+  tolerance (0 for a client never unavailable);
+* C₁ given: ε*_n = max_t (e_{n,t} − C₁√(τ_n^t/t))⁺;
+* ε* given: C₁ = max over the points of (e_{n,t} − ε*_{n,t})⁺/√(τ_n^t/t).
+
+τ_n^t counts from a virtual upload before round 1 (a never-received client contributes a zero
+surrogate, and its τ_n^t = t), so τ_n^t ≥ 1 at every point; Thm 1's τ̄_max uses the same count.
+Thm 2's p_min form bounds E√τ_n^t by √((1 − p_n)/p_n) (eq. (37)), which this count also obeys.
+Estimated inputs are marked (extras ``"... source"`` and a note).
 
 Step size: η = min{1/√(IT), 1/(2√30·LI)} (Thm 1, corrected cap) with η_g = 1, unless the
 algorithm's own is given. σ₃² (Assumption 4, E‖∇F_n(x) − ∇f(x)‖² ≤ σ₃² for all x and n): the
 largest max_n ‖∇F_n(x_t) − ∇f(x_t)‖² at the runs' iterates unless ``constants.zeta2`` gives it.
 σ₂² (Assumption 3, the surrogates' variance): 0, since every surrogate rule here is a
 deterministic function of the past, unless ``constants.extra["sigma2_surrogate"]`` gives it.
+The surrogate is LOGIT's learned generator (``surrogate="generator"``) unless
+``hparams["surrogate"]`` (``--set surrogate=last``) names another.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
+from dataclasses import dataclass
 
 import numpy as np
+import torch
 
+from algorithms.logit import LOGIT
 from bounds import logit as bl
 from participation.patterns import Bernoulli
 
 from .contract import Plan, Setup, Theorem
 from .measures import average_grad_norm2, observed_max
 
-__all__ = ["THEOREMS", "FORM_8"]
+__all__ = ["THEOREMS", "FORM_8", "DEFAULT_SURROGATE", "MeasuredLOGIT", "GeneratorConstants",
+           "measured_generator_error", "generator_points", "estimate_generator_constants"]
 
 #: The surrogate rules of the form (8) (weight 1/N for every client); "none" reweights by 1/|A_t|.
 FORM_8 = ("generator", "last", "ws", "zero")
+#: LOGIT's own surrogate, the learned generator of Section 3.2 (eqs. (3)–(5)).
+DEFAULT_SURROGATE = "generator"
+#: The keys (of ``constants.extra`` or ``--set``) that give Assumption 5's constants.
+GIVEN_KEYS = ("eps_star", "C1")
+
+
+# ------------------------------------------------------------------------------ per-client observations
+
+
+@dataclass(frozen=True, repr=False)
+class MeasuredLOGIT(LOGIT):
+    """``logit`` whose ``observe`` also reports, per client, the generation error e_{n,t} (NaN for
+    an available client) and the staleness τ_n^t (0 for an available client)."""
+
+    def observe(self, before, after, problem, active, t: int) -> dict:
+        """``generator_error`` as ``LOGIT.observe``; ``client_generator_error``: e_{n,t} =
+        (1/I) Σ_{i<I} ‖g̃_n − ∇F_n(x^n_{t,i})‖² for n ∉ A_t (eq. (23)'s summand); ``client_staleness``:
+        τ_n^t = t − (round of the last upload), −1 before the first (rounds counted from 0)."""
+        n = problem.n_clients
+        is_off = torch.ones(n, dtype=torch.bool, device=before.x.device).index_fill(0, active, False)
+        off = torch.nonzero(is_off).flatten()
+        errors = torch.full((n,), math.nan, dtype=torch.float64)
+        staleness = torch.where(is_off, t - before.last, torch.zeros_like(before.last)).to(torch.float64).cpu()
+        if not off.numel():
+            return {"generator_error": 0.0, "client_generator_error": errors, "client_staleness": staleness}
+        surrogate = after.updates[off] / (self.eta_l * self.local_steps)
+        X = before.x.expand(off.numel(), -1)
+        total = torch.zeros(off.numel(), dtype=X.dtype, device=X.device)
+        for _ in range(self.local_steps):
+            G = problem.grads_at(X, off)
+            total = total + (surrogate - G).square().sum(dim=1)
+            X = X - self.eta_l * G
+        errors[off.cpu()] = (total / self.local_steps).to(torch.float64).cpu()
+        return {"generator_error": float(total.sum()) / (self.local_steps * n), "client_generator_error": errors,
+                "client_staleness": staleness}
+
+
+def _measured(algorithm):
+    """``algorithm`` as a :class:`MeasuredLOGIT` (same fields) when it is a plain ``LOGIT``."""
+    if type(algorithm) is LOGIT:
+        return MeasuredLOGIT(**algorithm.hparams)
+    return algorithm
+
+
+# ------------------------------------------------------------------------------ measured inputs
+
+
+def measured_generator_error(histories) -> float:
+    """ε of eq. (23) per run, 4·(1/T) Σ_t generator_error_t, averaged over the runs."""
+    return float(np.mean([4 * np.mean(h.observed["generator_error"]) for h in histories]))
+
+
+def generator_points(history) -> tuple[np.ndarray, np.ndarray]:
+    """(E, X), both (T, N): E[t−1, n] = e_{n,t} (NaN where n ∈ A_t) and X[t−1, n] = √(τ_n^t/t),
+    t = 1..T, τ_n^t counted from a virtual upload before round 1."""
+    errors = np.asarray(history.observed["client_generator_error"], dtype=float)
+    stale = np.asarray(history.observed["client_staleness"], dtype=float)
+    t = np.arange(1, errors.shape[0] + 1, dtype=float)[:, None]
+    return errors, np.sqrt(stale / t)
+
+
+@dataclass(frozen=True)
+class GeneratorConstants:
+    """Assumption 5's inputs to Thms 1 and 2: ε*_{n,t} (a number, (N,) or (T, N)), C₁, and
+    where each came from ("given" or how it was estimated)."""
+
+    eps_star: object
+    C1: float
+    eps_source: str
+    C1_source: str
+
+    @property
+    def estimated(self) -> bool:
+        return self.eps_source != "given" or self.C1_source != "given"
+
+
+_EPS_RULE = "estimated: ε*_n = max_t (e_{n,t} − C₁√(τ_n^t/t))⁺ over the runs"
+_C1_RULE = "estimated: C₁ = max (e_{n,t} − ε*_{n,t})⁺/√(τ_n^t/t) over the runs"
+_LP_RULE = ("estimated: the least Σ_points (ε*_n + C₁√(τ_n^t/t)) with e_{n,t} ≤ ε*_n + C₁√(τ_n^t/t) "
+            "at every point of the runs (Assumption 5 with (30), (32))")
+
+
+def _pooled(histories, n_clients: int):
+    """The points (client, e, x) of every run with n ∉ A_t, and the (T, N) grids of the runs."""
+    grids = [generator_points(h) for h in histories]
+    clients, errors, roots = [], [], []
+    for E, X in grids:
+        off = ~np.isnan(E)
+        clients.append(np.nonzero(off)[1])
+        errors.append(E[off])
+        roots.append(X[off])
+    cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0))
+    return cat(clients).astype(int), cat(errors), cat(roots), grids
+
+
+def _floor_given_C1(clients, errors, roots, C1: float, n_clients: int) -> np.ndarray:
+    """ε*_n = max over client n's points of (e − C₁x)⁺ (0 without points)."""
+    floor = np.zeros(n_clients)
+    np.maximum.at(floor, clients, np.maximum(errors - C1 * roots, 0.0))
+    return floor
+
+
+def _least_envelope_slope(clients, errors, roots, n_clients: int) -> float:
+    """C₁ of the linear programme min Σ_points (ε*_n + C₁x) s.t. ε*_n + C₁x ≥ e, ε*, C₁ ≥ 0 (HiGHS)."""
+    from scipy.optimize import linprog
+    from scipy.sparse import csr_matrix
+
+    if errors.size == 0:
+        return 0.0
+    rows = np.arange(errors.size)
+    A = csr_matrix((np.concatenate([np.ones(errors.size), roots]),
+                    (np.concatenate([rows, rows]), np.concatenate([clients, np.full(errors.size, n_clients)]))),
+                   shape=(errors.size, n_clients + 1))
+    cost = np.append(np.bincount(clients, minlength=n_clients).astype(float), roots.sum())
+    result = linprog(cost, A_ub=-A, b_ub=-errors, bounds=(0, None), method="highs")
+    if not result.success:
+        raise ValueError(f"estimating C₁ of LOGIT Assumption 5 failed: {result.message}")
+    return max(float(result.x[-1]), 0.0)
+
+
+def estimate_generator_constants(histories, n_clients: int, *, eps_star=None, C1=None) -> GeneratorConstants:
+    """ε*_{n,t} and C₁ of LOGIT Assumption 5 (with (30) and (32)), each given or estimated from the
+    runs' points so that e_{n,t} ≤ ε*_{n,t} + C₁√(τ_n^t/t) at every point (module docstring)."""
+    if eps_star is not None and C1 is not None:
+        return GeneratorConstants(eps_star, float(C1), "given", "given")
+    clients, errors, roots, grids = _pooled(histories, n_clients)
+    if C1 is not None:
+        return GeneratorConstants(_floor_given_C1(clients, errors, roots, float(C1), n_clients), float(C1),
+                                  _EPS_RULE, "given")
+    if eps_star is not None:
+        excess = [np.maximum(E - np.broadcast_to(np.asarray(eps_star, dtype=float), E.shape), 0.0) / X
+                  for E, X in grids]
+        slope = max((float(np.nanmax(v)) for v in excess if np.isfinite(v).any()), default=0.0)
+        return GeneratorConstants(eps_star, slope, "given", _C1_RULE)
+    slope = _least_envelope_slope(clients, errors, roots, n_clients)
+    return GeneratorConstants(_floor_given_C1(clients, errors, roots, slope, n_clients), slope, _EPS_RULE, _LP_RULE)
+
+
+# ------------------------------------------------------------------------------ the plan
 
 
 def _probabilities(setup: Setup, name: str, constant: bool) -> np.ndarray:
@@ -58,48 +227,88 @@ def _constants(setup: Setup, histories):
     return dataclasses.replace(c, zeta2=zeta2, extra=extra)
 
 
-def measured_generator_error(histories) -> float:
-    """ε of eq. (23) per run, 4·(1/T) Σ_t generator_error_t, averaged over the runs."""
-    return float(np.mean([4 * np.mean(h.observed["generator_error"]) for h in histories]))
+def _given_generator(setup: Setup) -> dict:
+    """ε* and C₁ the user gave: ``constants.extra`` first, then the theorem's options (``--set``)."""
+    extra = dict(setup.constants.extra or {})
+    return {k: extra.get(k, setup.hparams.get(k)) for k in GIVEN_KEYS}
 
 
-def _plan(setup: Setup, *, which: str) -> Plan:
+def _algorithm(setup: Setup, name: str):
+    """The algorithm at Thm 1's step size (or the given one), with LOGIT's generator by default."""
     import algorithms
 
-    name = f"logit.{which}"
-    p = _probabilities(setup, name, constant=which == "theorem_2")
     c0 = dataclasses.replace(setup.constants, zeta2=0.0, extra={**(setup.constants.extra or {}), bl.SURROGATE_KEY: 0.0})
     if setup.given is not None:
-        algorithm = setup.given
-        eta = algorithm.eta_l
+        algorithm, eta = setup.given, setup.given.eta_l
     else:
         eta = bl.step_size(c0)
-        algorithm = algorithms.get(setup.algorithm, eta_l=eta, eta_g=1.0, local_steps=setup.local_steps,
-                                   **dict(setup.hparams))
+        hparams = {k: v for k, v in setup.hparams.items() if k not in GIVEN_KEYS}
+        if setup.algorithm == "logit":
+            hparams.setdefault("surrogate", DEFAULT_SURROGATE)
+        algorithm = algorithms.get(setup.algorithm, eta_l=eta, eta_g=1.0, local_steps=setup.local_steps, **hparams)
     if algorithm.eta_g != 1.0:
         raise ValueError(f"{name} analyses x_(t+1) = x_t − η(1/N)Σ(...) (eq. (8)): η_g must be 1, got {algorithm.eta_g}")
     if not hasattr(algorithm, "surrogate"):
         raise ValueError(f"{name} is checked on logit (eq. (8)), not {setup.algorithm}")
+    return _measured(algorithm), eta
+
+
+def _estimation_rules(given: dict) -> str:
+    """How the inputs not given are estimated (module docstring), for the note."""
+    if given["eps_star"] is None and given["C1"] is None:
+        return f"C₁ and ε*_n {_LP_RULE.removeprefix('estimated: ')}; then ε*_n = max_t (e_{{n,t}} − C₁√(τ_n^t/t))⁺"
+    return (_EPS_RULE if given["eps_star"] is None else _C1_RULE).removeprefix("estimated: ") + " (the other given)"
+
+
+def _mean_tau_max(traces) -> float:
+    """τ̄_max = (1/N) Σ_n max_t τ_n^t of each trace (defined after Thm 1), averaged over the traces."""
+    return float(np.mean([bl.trace_tau_max_bar(t.mask, paper_start=False) for t in traces]))
+
+
+def _plan(setup: Setup, *, which: str) -> Plan:
+    name = f"logit.{which}"
+    p = _probabilities(setup, name, constant=which == "theorem_2")
+    algorithm, eta = _algorithm(setup, name)
     traces, note = setup.unit_traces("participation")
-    one_minus = float(np.mean(1 - p))
+    given = _given_generator(setup)
+    cache: dict = {}
+
+    def generator(histories) -> GeneratorConstants:
+        key = tuple(map(id, histories))
+        if key not in cache:
+            cache[key] = estimate_generator_constants(histories, setup.n_clients, **given)
+        return cache[key]
 
     def bound(histories):
         c = _constants(setup, histories)
-        eps = measured_generator_error(histories)
-        eps_star = eps / (4 * one_minus) if one_minus > 0 else 0.0
+        if which == "inequality_23":
+            return bl.inequality_23(c, p, measured_generator_error(histories), eta=eta)
+        g = generator(histories)
         if which == "theorem_1":
-            return bl.theorem_1(c, p, 0.0, eps_star, 0.0, eta=eta)
-        return bl.theorem_2(c, p, eps_star, 0.0, eta=eta)
+            return bl.theorem_1(c, p, _mean_tau_max(traces), g.eps_star, g.C1, eta=eta)
+        return bl.theorem_2(c, p, g.eps_star, g.C1, eta=eta)
 
     def extras(histories):
         c = _constants(setup, histories)
-        return {"generator error ε (measured)": measured_generator_error(histories), "sigma3^2": c.zeta2,
-                "sigma3^2 source": "given" if setup.constants.zeta2 is not None else "measured: max over the runs' iterates",
-                "sigma2^2": c.extra[bl.SURROGATE_KEY], "p_bar": float(np.mean(p))}
+        out = {"generator error ε (measured)": measured_generator_error(histories), "sigma3^2": c.zeta2,
+               "sigma3^2 source": "given" if setup.constants.zeta2 is not None else "measured: max over the runs' iterates",
+               "sigma2^2": c.extra[bl.SURROGATE_KEY], "p_bar": float(np.mean(p))}
+        if which == "inequality_23":
+            return out
+        g = generator(histories)
+        out.update({"eps_star (mean over n, t)": float(np.mean(g.eps_star)), "eps_star source": g.eps_source,
+                    "C1": g.C1, "C1 source": g.C1_source})
+        if which == "theorem_1":
+            out["tau_max_bar (runs' traces)"] = _mean_tau_max(traces)
+        else:
+            out["E[tau] (eq. (36), mean over n, t)"] = float(np.mean(bl.expected_staleness(p, setup.rounds)))
+        return out
 
     notes = [note] if note else []
-    notes.append("ε of eq. (23) measured along the runs and entered as 4ε̄* with C₁ = 0 (the generator term of the "
-                 "theorem replaced by its measured value)")
+    if which == "inequality_23":
+        notes.append("ε of eq. (23) measured along the runs (realised indicators for 1 − p_n^t)")
+    elif any(given[k] is None for k in GIVEN_KEYS):
+        notes.append("ε*, C₁ estimated from the runs: " + _estimation_rules(given))
     if algorithm.surrogate not in FORM_8:
         notes.append(f"{name} is proved for the surrogates of eq. (8) ({', '.join(FORM_8)}), not surrogate="
                      f"{algorithm.surrogate!r}: the verdict compares numbers for reference")
@@ -108,21 +317,44 @@ def _plan(setup: Setup, *, which: str) -> Plan:
                 step_sizes={"eta": eta, "eta_g": 1.0}, notes=notes)
 
 
+# ------------------------------------------------------------------------------ the declarations
+
+
 _LHS = "(1/T) Σ_{t<T} ‖∇f(x_t)‖²"
 _LHS_LATEX = r"\frac{1}{T}\sum_{t=0}^{T-1}\|\nabla f(x_t)\|^2"
-_NEEDS = {"epsilon": "ε of eq. (23), measured along the runs (LOGIT observe)",
-          "zeta2": "σ₃² (Assumption 4): given, else the largest max_n ‖∇F_n − ∇f‖² at the runs' iterates",
-          "sigma2_surrogate": "σ₂² (Assumption 3): given, else 0 (deterministic surrogates)"}
+_SHARED_NEEDS = {"zeta2": "σ₃² (Assumption 4): given, else the largest max_n ‖∇F_n − ∇f‖² at the runs' iterates",
+                 "sigma2_surrogate": "σ₂² (Assumption 3): given, else 0 (deterministic surrogates)"}
+_GENERATOR_NEEDS = {"eps_star": "ε*_{n,t} (Assumption 5, (30)): given, else estimated from the runs (module docstring)",
+                    "C1": "C₁ (Assumption 5, (31)–(32)): given, else estimated from the runs (module docstring)"}
 _STEPS = "η = min{1/√(IT), 1/(2√30·LI)} (Thm 1, corrected cap), η_g = 1"
+_PATTERNS = ("logit", "P2")
+_ALGORITHMS = ("logit",)
+_EXAMPLE = "--L 1 --sigma2 1 --delta-f 20 --N 10 --K 5 --T 400 --set p=0.5"
+_SIGMAS = "--set zeta2=0.5 --set sigma2_surrogate=0.2"
 
 
-def _theorem(which, bound, assumptions) -> Theorem:
+def _theorem(which, bound, assumptions, *, summary, example, needs, options=()) -> Theorem:
     return Theorem(name=f"logit.{which}", bound=bound, lhs=_LHS, lhs_latex=_LHS_LATEX, expectation="participation",
-                   covers=("logit",), steps=_STEPS, plan=lambda setup: _plan(setup, which=which), needs=_NEEDS,
-                   assumptions=assumptions)
+                   covers=("logit",), steps=_STEPS, plan=lambda setup: _plan(setup, which=which),
+                   needs={**needs, **_SHARED_NEEDS}, assumptions=assumptions, options=options, summary=summary,
+                   example=example, patterns=_PATTERNS, algorithms=_ALGORITHMS)
 
 
 THEOREMS = {
-    "logit.theorem_1": _theorem("theorem_1", bl.theorem_1, "a Bernoulli pattern (p_n^t may vary by round); any problem"),
-    "logit.theorem_2": _theorem("theorem_2", bl.theorem_2, "a Bernoulli pattern with p_n constant in time; any problem"),
+    "logit.inequality_23": _theorem(
+        "inequality_23", bl.inequality_23, "a Bernoulli pattern (p_n^t may vary by round); any problem",
+        summary="LOGIT eq. (23) (App. A.1): the averaged descent inequality with the generation error ε measured",
+        example=f"{_EXAMPLE} --set epsilon=0.05 {_SIGMAS}",
+        needs={"epsilon": "ε of eq. (23), measured along the runs (LOGIT observe)"}),
+    "logit.theorem_1": _theorem(
+        "theorem_1", bl.theorem_1, "a Bernoulli pattern (p_n^t may vary by round); any problem",
+        summary="LOGIT Thm 1, eq. (10): time-varying p_n^t, staleness term in the traces' τ̄_max",
+        example=f"{_EXAMPLE} --tau-max 8 --set eps_star=0.01 --set C1=1 {_SIGMAS}",
+        needs={**_GENERATOR_NEEDS, "tau_max": "τ̄_max = (1/N) Σ_n max_t τ_n^t of the runs' traces"},
+        options=GIVEN_KEYS),
+    "logit.theorem_2": _theorem(
+        "theorem_2", bl.theorem_2, "a Bernoulli pattern with p_n constant in time; any problem",
+        summary="LOGIT Thm 2, eq. (11): constant p_n, staleness term from E[τ] of eq. (36)",
+        example=f"{_EXAMPLE} --set eps_star=0.01 --set C1=1 {_SIGMAS}",
+        needs=_GENERATOR_NEEDS, options=GIVEN_KEYS),
 }

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 __all__ = ["average_grad_norm2", "stage_average", "weighted_losses", "weighted_minimum", "loss_gap_at_average",
-           "observed_max", "pooled"]
+           "observed_max", "pooled", "client_minimisers"]
 
 
 def average_grad_norm2(history, problem=None) -> float:
@@ -51,6 +51,14 @@ def weighted_minimum(problem, weights: np.ndarray, x0: np.ndarray | None = None)
                       options=dict(maxiter=20000, maxcor=30, ftol=0.0, gtol=1e-12))
     x = result.x
     return x, fun(x)[0]
+
+
+def client_minimisers(problem) -> tuple[np.ndarray, np.ndarray]:
+    """(w_k* (N, d), F_k* (N,)): every client's minimiser and minimum, by :func:`weighted_minimum`
+    on the weights e_k (CA-Fed eq. (9) takes F_k*; Lemma 1, eq. (42), takes w_k*)."""
+    n = problem.n_clients
+    found = [weighted_minimum(problem, np.eye(n)[k]) for k in range(n)]
+    return np.stack([x for x, _ in found]), np.array([f for _, f in found])
 
 
 def loss_gap_at_average(history, problem, weights: np.ndarray, minimum: float) -> float:
