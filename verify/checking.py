@@ -199,7 +199,7 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
     trace, pattern, T = _as_trace(trace_or_pattern, problem.n_clients, rounds)
     K, N = builder.local_steps, problem.n_clients
     consts, const_info, notes = _constants(problem, constants, N, K, T)
-    if theorem.plan is not None:
+    if not theorem.delay_bound:
         if traces not in (None, len(seeds)):
             raise ValueError(f"traces={traces!r}: {theorem.name} draws one trace per seed from the pattern")
         fixed = sorted({"eta_l", "eta_g"} & set(hparams or {}))

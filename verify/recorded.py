@@ -19,6 +19,7 @@ with a one-line reason.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import numbers
 from pathlib import Path
@@ -144,6 +145,9 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
     first = records[0]
     consts, const_info = _constants(first, constants)
     spec = resolve_bound(theorem)
+    if "pattern" in spec.params and inspect.signature(spec.function).parameters["pattern"].default is inspect.Parameter.empty:
+        raise ValueError(f"{theorem.name} reads its bound from the participation pattern (e.g. the Section 2.1 case), "
+                         "which a record does not carry: check the run with verify.check on the pattern")
     steps = dict(first.header.get("step_sizes") or {})
     algorithm = first.header.get("algorithm") or "unknown"
     notes = []

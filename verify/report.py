@@ -97,17 +97,45 @@ def _fmt(value: float, width: int, digits: int = 4) -> str:
 
 
 def check_table(rows: Sequence[dict]) -> str:
-    """One line per (algorithm, pattern): τ_max, τ_avg, measured, bound, ratio, verdict label."""
-    head = f"{'algorithm':10s} {'pattern':10s} {'tau_max':>7s} {'tau_avg':>7s} {'measured':>10s} {'bound':>10s} {'ratio':>7s}  verdict"
+    """One line per (algorithm, pattern): τ_max, τ_avg (E[τ_max], E[τ_avg] when the bound is over
+    the participation), measured, bound, ratio, verdict label."""
+    expected = bool(rows) and all(r.get("expectation") for r in rows)
+    tmax, tavg = ("E[tau_max]", "E[tau_avg]") if expected else ("tau_max", "tau_avg")
+    wa = max([10] + [len(r["algorithm"]) for r in rows])
+    head = (f"{'algorithm':{wa}s} {'pattern':10s} {tmax:>{len(tmax)}s} {tavg:>{len(tavg)}s} {'measured':>10s} "
+            f"{'bound':>10s} {'ratio':>7s}  verdict")
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['algorithm']:10s} {r['pattern']:10s} {_fmt(r['tau_max'], 7, 3)} {_fmt(r['tau_avg'], 7, 4)} "
-                     f"{_fmt(r['measured'], 10)} {_fmt(r['bound'], 10)} {_fmt(r['ratio'], 7, 3)}  {r['label']}")
+        lines.append(f"{r['algorithm']:{wa}s} {r['pattern']:10s} {_fmt(r['tau_max'], len(tmax), 3)} "
+                     f"{_fmt(r['tau_avg'], len(tavg), 4)} {_fmt(r['measured'], 10)} {_fmt(r['bound'], 10)} "
+                     f"{_fmt(r['ratio'], 7, 3)}  {r['label']}")
     return "\n".join(lines)
 
 
+def _side_value(value) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:.4g}"
+
+
+def side_quantities(rows: Sequence[dict]) -> list[str]:
+    """The measured side quantities each verdict rests on (σ_g², ε, Γ, diam(W), the bias, E[τ] and
+    how it was obtained, ...), one line per row that has any."""
+    lines = []
+    for r in rows:
+        extras = r.get("result", {}).get("extras") or {}
+        if extras:
+            lines.append(f"  {r['algorithm']}/{r['pattern']}: "
+                         + ", ".join(f"{k} = {_side_value(v)}" for k, v in extras.items()))
+    return ["measured beside the verdicts:", *lines] if lines else []
+
+
 def check_footnotes(rows: Sequence[dict], theorem: str) -> list[str]:
-    """The footnotes the labels point to: violated hypotheses (*) and reference rows (ref)."""
+    """The footnotes the labels point to: violated hypotheses (*), step sizes outside the
+    theorem's (†), one fixed trace for an expectation (‡), diverged runs, reference rows (ref),
+    admissible-step rows (adm), then the measured side quantities."""
+    from .verdicts import MARKS
+
     notes = []
     violated: dict[str, dict[str, None]] = {}
     for r in rows:
@@ -121,6 +149,15 @@ def check_footnotes(rows: Sequence[dict], theorem: str) -> list[str]:
         notes.append(f"* {algorithm}: hypothesis violated at the {'prescribed ' if fedsum else ''}step sizes"
                      f"{'' if fedsum else ' used'}: {'; '.join(names)}{why}. "
                      f"{theorem} is then not proved for this run; the verdict compares the numbers only.")
+    outside = {r["algorithm"]: r["result"].get("steps_outside") for r in rows if r.get("result", {}).get("steps_outside")}
+    for algorithm, why in outside.items():
+        notes.append(f"† {algorithm}: {why}; {MARKS['†']}")
+    fixed = [f"{r['algorithm']}/{r['pattern']}" for r in rows if r.get("result", {}).get("fixed_trace")]
+    if fixed:
+        notes.append(f"‡ {', '.join(fixed)}: {MARKS['‡']}")
+    diverged = [f"{r['algorithm']}/{r['pattern']}" for r in rows if r.get("result", {}).get("diverged")]
+    if diverged:
+        notes.append(f"(diverged) {', '.join(diverged)}: {MARKS['(diverged)']}")
     reference = list(dict.fromkeys(r["algorithm"] for r in rows if not r["covered"]))
     if reference and fedsum:
         notes.append(f"(ref) {', '.join(reference)}: not covered by {theorem}; run at the step sizes it prescribes "
@@ -130,10 +167,19 @@ def check_footnotes(rows: Sequence[dict], theorem: str) -> list[str]:
                 for n in r.get("result", {}).get("notes", ()) if "for reference" in n]
         notes.append(f"(ref) {algorithm}: " + ("; ".join(dict.fromkeys(said)) if said else
                                               f"not covered by {theorem}; compared with its value for reference only"))
+    admissible = list(dict.fromkeys(r["algorithm"] for r in rows if r["algorithm"].endswith(ADMISSIBLE_SUFFIX)))
+    if admissible:
+        notes.append(f"{', '.join(admissible)}: the same algorithm at the largest η_l at which "
+                     "every hypothesis of its lemma holds, so that the row tests the theorem's proof (the bound is the "
+                     "lemma at those step sizes where the theorem prescribes its own)")
     stopped = [f"{r['algorithm']}/{r['pattern']}" for r in rows if r.get("stopped")]
     if stopped:
         notes.append(f"runs stopped (non-finite values): {', '.join(stopped)}")
-    return notes
+    return notes + side_quantities(rows)
+
+
+#: How ``fedverify check`` names the row of an algorithm run at its lemma's admissible step sizes.
+ADMISSIBLE_SUFFIX = ":adm"
 
 
 def _quiet_log_axis(ax) -> None:
@@ -274,13 +320,15 @@ def bound_report(name: str, bound, inputs: dict) -> str:
 # ---------------------------------------------------------------------------- check rows
 
 
-def check_row(result, pattern: str, theorem: str, curve) -> dict:
+def check_row(result, pattern: str, theorem: str, curve, algorithm: str | None = None) -> dict:
+    """One table row of ``result``; ``algorithm`` labels it (default: the result's algorithm)."""
     covered = result.covered is not False
     violated = [c.name for c in result.violated_conditions]
     label = result.label
-    return {"theorem": theorem, "algorithm": result.algorithm, "pattern": pattern, "rounds": result.rounds, "tau_max": result.tau_max,
+    return {"theorem": theorem, "algorithm": algorithm or result.algorithm, "pattern": pattern, "rounds": result.rounds, "tau_max": result.tau_max,
             "tau_avg": result.tau_avg, "measured": result.measured, "lower": result.lower, "upper": result.upper,
             "bound": result.bound_value, "ratio": result.ratio, "verdict": result.verdict, "label": label,
+            "expectation": bool(result.expectation),
             "covered": covered, "violated_conditions": violated, "eta_g": result.step_sizes.get("eta_g"),
             "eta_l": result.step_sizes.get("eta_l", result.step_sizes.get("eta", result.step_sizes.get("eta_1"))), "stopped": bool(result.stopped), "curve": curve,
             "plotted_run": {"seed": result.seeds[0], "mean": number(curve[-1]) if curve.size else None},

@@ -23,7 +23,8 @@ __all__ = ["CheckResult", "Judgement", "judge", "noise_free", "diverged", "disti
 MARKS = {
     "*": "a hypothesis of the theorem's proof fails at the step sizes used: the verdict does not test the theorem",
     "†": "the step sizes used are neither prescribed nor admitted by the theorem: its value assumes others",
-    "‡": "one fixed trace stands for an expectation over the participation: the verdict is about that trace only",
+    "‡": ("one fixed trace stands for an expectation over the participation: it is one sample of the participation "
+          "(its seeds averaged), so the verdict can be 'violated' but never 'holds'"),
     "(ref)": "the theorem does not cover this algorithm (or the run left its setting): a reference point, no test",
     "(diverged)": "a run diverged (a non-finite or overflowing left side): 'violated' against any finite bound",
 }

@@ -473,9 +473,9 @@ def test_mc_draws_no_progress_bar_into_a_pipe(tmp_path):
     assert done.returncode == 0 and done.stderr == "", done.stderr
 
 
-@pytest.mark.parametrize("name", sorted(bound_command.BOUND_EXAMPLES))
+@pytest.mark.parametrize("name", sorted(catalogue.THEOREM_LIST))
 def test_every_bound_example_runs_and_latex_needs_no_numbers(name, capsys):
-    assert main(["bound", name, *bound_command.BOUND_EXAMPLES[name].split()]) == 0
+    assert main(["bound", name, *bound_command.example(name).split()]) == 0
     numeric = capsys.readouterr().out
     assert "value: " in numeric
     assert main(["bound", name, "--latex"]) == 0
@@ -483,11 +483,16 @@ def test_every_bound_example_runs_and_latex_needs_no_numbers(name, capsys):
     assert symbolic and "\\" in symbolic or "frac" in symbolic
     assert main(["bound", name, "--inputs"]) == 0
     inputs = capsys.readouterr().out
-    assert f"fedverify bound {name} {bound_command.BOUND_EXAMPLES[name]}" in inputs and "required" in inputs
+    assert f"fedverify bound {name} {bound_command.example(name)}" in inputs and "required" in inputs
 
 
-def test_every_theorem_has_an_example():
-    assert set(bound_command.BOUND_EXAMPLES) == set(bound_command.theorems())
+def test_every_theorem_declares_what_the_commands_read():
+    """One home per theorem: its example, summary, patterns and algorithms are in its declaration."""
+    from verify.theorems import THEOREMS
+
+    for name, t in THEOREMS.items():
+        assert t.example and t.summary and t.patterns and t.algorithms, name
+    assert THEOREMS["fedsum.theorem_4_1"].algorithms == catalogue.CHECK_ALGORITHMS
 
 
 def test_a_missing_input_points_to_inputs(capsys):
@@ -532,13 +537,11 @@ def test_delays_of_an_event_log(tmp_path, capsys):
     assert "--rule fraction" in capsys.readouterr().err
 
 
-def test_static_theorem_list_is_the_bounds_modules():
-    """`bound --list` prints a static list (it imports nothing); it must stay the bounds modules' theorems."""
-    import inspect
+def test_static_theorem_list_is_the_declarations():
+    """`bound --list` prints a static index (it imports nothing); it must stay the declarations' summaries."""
+    from verify.theorems import THEOREMS
 
-    from verify.commands.bound import theorems
-
-    assert catalogue.THEOREM_LIST == {name: (inspect.getdoc(f) or "").splitlines()[0] for name, f in theorems().items()}
+    assert catalogue.THEOREM_LIST == {name: t.summary for name, t in THEOREMS.items()}
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["check", "--help"], ["bound", "--list"], ["sweep", "--help"]])

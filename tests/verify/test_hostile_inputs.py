@@ -519,10 +519,10 @@ def _bound_options():
 
 @pytest.mark.parametrize("option", list(_bound_options()))
 def test_bound_refuses_each_hostile_value(hostile, option):
-    from verify.commands.bound import BOUND_EXAMPLES
+    from verify.commands.bound import example
 
     strategy = _bound_options()[option]
-    base = ["bound", "fedsum.theorem_4_1", *BOUND_EXAMPLES["fedsum.theorem_4_1"].split()]
+    base = ["bound", "fedsum.theorem_4_1", *example("fedsum.theorem_4_1").split()]
 
     @settings(SMALL, max_examples=8)
     @given(value=strategy)

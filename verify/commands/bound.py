@@ -7,33 +7,6 @@ import inspect
 from ..usage import UsageError
 from . import parse_setting
 
-#: A working command line for every theorem (``bound NAME --inputs`` prints it; the tests run
-#: each one, and ``--latex`` without numbers evaluates the formula there to print it).
-_BASE = "--L 1 --sigma2 1 --delta-f 20 --F0 13 --N 20 --K 5 --T 400"
-
-
-BOUND_EXAMPLES: dict[str, str] = {
-    "fedsum.theorem_4_1": _BASE + " --tau-max 30 --tau-avg 14.2",
-    "fedsum.corollary_4_1": _BASE + " --tau-max 49.1 --tau-avg 22.7",
-    "fedsum.corollary_g1": _BASE + " --set case=1 --set per_round=4",
-    "fedsum.lemma_c6": _BASE + " --tau-max 30 --tau-avg 14.2 --eta-g 0.18 --eta-l 0.0036",
-    "fedsum.lemma_d6": _BASE + " --tau-max 30 --tau-avg 14.2 --eta-g 0.18 --eta-l 0.0036",
-    "fedsum.lemma_e6": _BASE + " --tau-max 30 --tau-avg 14.2 --eta-g 0.18 --eta-l 0.0006",
-    "fedsum.theorem_c1": _BASE + " --tau-max 30 --tau-avg 14.2",
-    "fedsum.theorem_d1": _BASE + " --tau-max 30 --tau-avg 14.2",
-    "fedsum.theorem_e1": _BASE + " --tau-max 30 --tau-avg 14.2",
-    "cafed.theorem_1": "--L 1 --sigma2 1 --delta-f 20 --N 2 --set alpha=0.5,0.5 --set q=0.5,0.5 --set pi=0.9,0.5 --set mu=0.1 --set Gamma=1 --set eps_opt=0.01",
-    "cafed.theorem_3": "--L 1 --sigma2 1 --delta-f 20 --N 2 --set alpha=0.5,0.5 --set q=0.5,0.5 --set pi=0.9,0.5 --set mu=0.1 --set Gamma_prime=1 --set eps_opt=0.01",
-    "cafed.theorem_2": "--L 1 --sigma2 1 --delta-f 20 --N 2 --set q=0.5,0.5 --set eta=0.01 --set pi=0.9,0.5 --set lam=0.5,0.3 --set Gamma=1 --set diam=1",
-    "momentum.theorem_4_1": "--L 1 --sigma2 1 --delta-f 20 --N 20 --K 5 --T 400 --eta-g 1 --eta-l 0.001 --set sigma_g2=0.5 --set beta=0.5 --set nu=0.9",
-    "momentum.theorem_4_6": "--L 1 --sigma2 1 --delta-f 20 --N 20 --K 5 --T 400 --eta-g 1 --eta-l 0.001 --set sigma_g2=0.5 --set beta=0.5 --set nu=0.9 --set n_sampled=5",
-    "momentum.theorem_5_1": "--L 1 --sigma2 1 --delta-f 20 --N 20 --K 5 --T 400 --eta-g 1 --eta-l 0.0001 --set sigma_g2=0.5 --set beta=0.5 --set nu=0.9 --set n_sampled=5 --set tau=2",
-    "momentum.corollary_g1": "--L 1 --sigma2 1 --delta-f 20 --N 20 --K 5 --T 400 --eta-g 1 --eta-l 0.0001 --set sigma_g2=0.5 --set beta=0.5 --set nu=0.9 --set n_sampled=5 --set tau=2",
-    "logit.theorem_1": "--L 1 --sigma2 1 --delta-f 20 --N 10 --K 5 --T 400 --tau-max 8 --set p=0.5 --set eps_star=0.01 --set C1=1 --set zeta2=0.5 --set sigma2_surrogate=0.2",
-    "logit.theorem_2": "--L 1 --sigma2 1 --delta-f 20 --N 10 --K 5 --T 400 --set p=0.5 --set eps_star=0.01 --set C1=1 --set zeta2=0.5 --set sigma2_surrogate=0.2",
-}
-
-
 #: What each input means, for ``--inputs``.
 INPUT_MEANINGS = {
     "constants": "--L, --sigma2, --delta-f, --F0, --N, --K, --T (and --set zeta2=, G2=, or a module's extra constants)",
@@ -59,17 +32,18 @@ EXTRA_CONSTANTS = {"momentum": ("sigma_g2",), "logit": ("sigma2_surrogate",)}
 
 
 def theorems() -> dict:
-    """Every theorem, corollary and lemma of the four papers by name ("fedsum.theorem_4_1", ...)."""
-    from bounds import cafed, fedsum, logit, momentum
+    """Every theorem, corollary and lemma by name ("fedsum.theorem_4_1", ...): the function
+    ``bound`` evaluates, read from the theorems' declarations (``verify.theorems``)."""
+    from ..theorems import THEOREMS
 
-    out = {}
-    for module in (fedsum, cafed, momentum, logit):
-        short = module.__name__.rsplit(".", 1)[-1]
-        for name, function in vars(module).items():
-            if name.startswith(("theorem_", "corollary_", "lemma_")) and inspect.isfunction(function) \
-                    and function.__module__ == module.__name__:
-                out[f"{short}.{name}"] = function
-    return out
+    return {name: t.evaluator for name, t in THEOREMS.items()}
+
+
+def example(name: str) -> str:
+    """The working ``fedverify bound NAME ...`` argument line the theorem declares."""
+    from ..theorems import THEOREMS
+
+    return THEOREMS[name].example
 
 
 def _missing_constants(args) -> list[str]:
@@ -93,14 +67,13 @@ def _schedule(args, settings: dict):
 
 
 def _lookup_theorem(text: str):
-    known = theorems()
-    key = text.strip().lower()
-    if key in known:
-        return key, known[key]
-    matches = [k for k in known if k.split(".", 1)[1] == key]
-    if len(matches) == 1:
-        return matches[0], known[matches[0]]
-    raise UsageError(f"unknown theorem {text!r}; see fedverify bound --list")
+    from ..theorems import get
+
+    try:
+        theorem = get(text)
+    except ValueError:
+        raise UsageError(f"unknown theorem {text!r}; see fedverify bound --list") from None
+    return theorem.name, theorem.evaluator
 
 
 def _missing(params, args, settings: dict) -> list[str]:
@@ -165,7 +138,7 @@ def _inputs(name: str, function) -> str:
                                                 else f"--set {pname}=VALUE")
         default = "required" if p.default is inspect.Parameter.empty else f"optional, default {p.default!r}"
         lines.append(f"  {pname:18s} {meaning} ({default})")
-    lines += ["example:", f"  fedverify bound {name} {BOUND_EXAMPLES[name]}"]
+    lines += ["example:", f"  fedverify bound {name} {example(name)}"]
     return "\n".join(lines)
 
 
@@ -189,7 +162,7 @@ def run(args) -> str:
     if args.inputs:
         return _inputs(name, function)
     if args.latex and _no_numbers(args):      # the symbolic formula: evaluate at the example, print its expression
-        args = args.parser.parse_args(["bound", name, *BOUND_EXAMPLES[name].split(), "--latex"])
+        args = args.parser.parse_args(["bound", name, *example(name).split(), "--latex"])
     settings = {name: np.array(value) if isinstance(value, tuple) else value
                 for name, value in map(parse_setting, args.set)}
     if "lam" in settings and "chains" in inspect.signature(function).parameters:

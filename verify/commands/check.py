@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..catalogue import (CHECK_ALGORITHMS, DEFAULT_CLIENTS, MAIN_PRESETS, PROBLEMS, THEOREM_PATTERNS, DefaultNames,
-                         build_problem, is_trace_file, resolve_patterns, split_names, trace_clients)
+from ..catalogue import (DEFAULT_CLIENTS, MAIN_PRESETS, PROBLEMS, DefaultNames, build_problem, is_trace_file,
+                         resolve_patterns, split_names, trace_clients)
 from ..usage import UsageError
 from . import announce, device as _device, load_plugins, parse_setting, show_progress, writable_folder
 
@@ -78,13 +78,14 @@ def _plan(args) -> list[tuple[object, list[str], list[str]]]:
         theorems = [_theorem(args.theorem)]
     tables = []
     for theorem in theorems:
-        fedsum = theorem.name.startswith("fedsum.")
         if isinstance(args.algorithms, DefaultNames):
-            names = list(CHECK_ALGORITHMS) if fedsum else list(theorem.covers)
+            names = list(theorem.algorithms or theorem.covers or ())
+            if not names:
+                raise UsageError(f"{theorem.name} names no algorithm to run: give --algorithms")
         else:
             names = _algorithms(args.algorithms)
         if isinstance(args.patterns, DefaultNames):
-            patterns = list(THEOREM_PATTERNS.get(theorem.name, MAIN_PRESETS))
+            patterns = list(theorem.patterns or MAIN_PRESETS)
         else:
             patterns = _names(args.patterns, "--patterns", "pattern or trace file")
         tables.append((theorem, names, patterns))
@@ -129,6 +130,15 @@ def _announce_check(tables, problem, args, device, hparams) -> None:
         announce(f"check: {runs} runs of {args.rounds} rounds, about {human_seconds(seconds)}")
 
 
+def _needs_admissible_row(result, theorem) -> bool:
+    """A covered FedSUM algorithm whose prescribed step sizes break a hypothesis of its lemma:
+    its row tests nothing, so the table gains a row at the largest admissible step sizes."""
+    from bounds.fedsum import ALGORITHMS
+
+    return (theorem.delay_bound and result.covered is not False and not result.conditions_hold
+            and result.algorithm in ALGORITHMS)
+
+
 def run(args) -> str:
     from participation import Trace
 
@@ -136,7 +146,8 @@ def run(args) -> str:
 
     from ..checking import check
     from ..constants import estimate_constants, problem_constants
-    from ..report import CSV_FIELDS, check_footnotes, check_row, check_table, json_row, plot_check, write_csv, write_json
+    from ..report import (ADMISSIBLE_SUFFIX, CSV_FIELDS, check_footnotes, check_row, check_table, json_row, plot_check,
+                          write_csv, write_json)
 
     load_plugins(args.plugin)
     tables, device, n_clients, output, hparams = _check_inputs(args)
@@ -192,6 +203,16 @@ def run(args) -> str:
                     bar.update(args.seeds)
                     here.append(check_row(result, label, theorem.name, _curve(result)))
                     notes.update(dict.fromkeys(n for n in result.notes if n.startswith("one run gives no confidence")))
+                    if _needs_admissible_row(result, theorem):
+                        try:
+                            admissible = check(name, problem, source, theorem, seeds=args.seeds, rounds=rounds,
+                                               local_steps=args.local_steps, constants=consts,
+                                               confidence=args.confidence, device=device, hparams=hparams,
+                                               step_sizes="admissible")
+                        except ValueError as err:
+                            raise UsageError(f"{theorem.name}, {name} on {label} at admissible step sizes: {err}") from None
+                        here.append(check_row(admissible, label, theorem.name, _curve(admissible),
+                                              algorithm=name + ADMISSIBLE_SUFFIX))
             rows += here
             foot = check_footnotes(here, theorem.name)
             sections.append(f"{theorem.name}: measured {theorem.lhs}\n{check_table(here)}" + "".join(f"\n{n}" for n in foot))

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
+from algorithms.cafed import ALGORITHMS
 from bounds import cafed as bc
 from bounds.core import Condition, Formula, Source, at_most, make_bound
 from participation.patterns import Markov
@@ -139,7 +140,15 @@ class _LocalNorms:
 
 @functools.lru_cache(maxsize=None)
 def _observing_class(cls):
-    return type(cls.__name__, (_LocalNorms, cls), {"__module__": cls.__module__, "__doc__": cls.__doc__})
+    """``cls`` with :class:`_LocalNorms`, a module attribute (so that its instances pickle)."""
+    name = f"_Observed{cls.__name__}"
+    made = type(name, (_LocalNorms, cls), {"__module__": __name__, "__qualname__": name, "__doc__": cls.__doc__})
+    globals()[name] = made
+    return made
+
+
+for _cls in ALGORITHMS:                  # defined on import, so that a fresh process unpickles them
+    _observing_class(_cls)
 
 
 def _observing(algorithm):

@@ -163,7 +163,11 @@ class Theorem:
     #: The left side of one run, ``measure(history, problem) -> float`` (delay bounds only; a
     #: plan carries its own): (1/T) Σ_t ‖∇f(x_t)‖² by default.
     measure: Callable | None = None
-    #: One line on what the theorem is (``fedverify bound --list``).
+    #: The ``bounds`` function ``fedverify bound`` evaluates at numbers, when ``bound`` is a
+    #: wrapper that ``check`` calls (e.g. FedSUM Cor G.1 read from a pattern); None: ``bound``.
+    formula: Callable | None = None
+    #: One line on what the theorem is (``fedverify bound --list``); default: the first line of
+    #: the formula's docstring.
     summary: str = ""
     #: A working ``fedverify bound NAME ...`` argument line (``bound NAME --inputs`` prints it).
     example: str = ""
@@ -178,6 +182,9 @@ class Theorem:
     seed_cases: Callable | None = None
 
     def __post_init__(self):
+        if not self.summary:
+            doc = ((self.formula or self.bound).__doc__ or "").strip()
+            object.__setattr__(self, "summary", doc.splitlines()[0] if doc else "")
         if self.expectation not in EXPECTATIONS:
             raise ValueError(f"expectation must be one of {EXPECTATIONS}, got {self.expectation!r}")
         if self.covers is not None:
@@ -188,6 +195,11 @@ class Theorem:
     @property
     def checkable(self) -> bool:
         return self.plan is not None or self.delay_bound
+
+    @property
+    def evaluator(self) -> Callable:
+        """The function ``fedverify bound`` evaluates: ``formula`` or ``bound``."""
+        return self.formula or self.bound
 
     @property
     def paper(self) -> str:

@@ -40,25 +40,37 @@ def corollary_g1_for_pattern(constants, pattern, expected_tau_max=None, expected
 corollary_g1_for_pattern.__name__ = "corollary_g1"
 
 
-def _theorem(name, bound, covers, expectation, steps, assumptions="any problem, any trace or pattern") -> Theorem:
+#: The algorithms every FedSUM table runs: the family and the two baselines it is compared with.
+ALGORITHMS = ("fedsum-b", "fedsum", "fedsum-cr", "fedavg", "scaffold")
+#: A working ``fedverify bound`` line: the constants, then the delays and step sizes each bound takes.
+_BASE = "--L 1 --sigma2 1 --delta-f 20 --F0 13 --N 20 --K 5 --T 400"
+_TRACE = _BASE + " --tau-max 30 --tau-avg 14.2"
+
+
+def _theorem(name, bound, covers, expectation, steps, example, assumptions="any problem, any trace or pattern",
+             patterns=("P1", "P2", "P3"), formula=None) -> Theorem:
     return Theorem(name=f"fedsum.{name}", bound=bound, lhs=LHS, lhs_latex=LHS_LATEX, expectation=expectation,
                    covers=covers, steps=steps, plan=None, delay_bound=True, measure=average_grad_norm2,
-                   assumptions=assumptions)
+                   assumptions=assumptions, example=example, patterns=patterns, algorithms=ALGORITHMS, formula=formula)
 
 
 _LEMMA_STEPS = "any η_g, η_l satisfying the lemma's hypotheses (by default Thm 4.1's)"
 THEOREMS = {
-    "fedsum.theorem_4_1": _theorem("theorem_4_1", bf.theorem_4_1, bf.ALGORITHMS, "noise", _STEPS_41),
+    "fedsum.lemma_c6": _theorem("lemma_c6", bf.lemma_c6, ("fedsum-b",), "noise", _LEMMA_STEPS,
+                                _TRACE + " --eta-g 0.18 --eta-l 0.0036"),
+    "fedsum.lemma_d6": _theorem("lemma_d6", bf.lemma_d6, ("fedsum",), "noise", _LEMMA_STEPS,
+                                _TRACE + " --eta-g 0.18 --eta-l 0.0036"),
+    "fedsum.lemma_e6": _theorem("lemma_e6", bf.lemma_e6, ("fedsum-cr",), "noise", _LEMMA_STEPS,
+                                _TRACE + " --eta-g 0.18 --eta-l 0.0006"),
+    "fedsum.theorem_4_1": _theorem("theorem_4_1", bf.theorem_4_1, bf.ALGORITHMS, "noise", _STEPS_41, _TRACE),
+    "fedsum.theorem_c1": _theorem("theorem_c1", bf.theorem_c1, ("fedsum-b",), "noise", "Thm C.1's own", _TRACE),
+    "fedsum.theorem_d1": _theorem("theorem_d1", bf.theorem_d1, ("fedsum",), "noise", "Thm D.1's own", _TRACE),
+    "fedsum.theorem_e1": _theorem("theorem_e1", bf.theorem_e1, ("fedsum-cr",), "noise", "Thm E.1's own", _TRACE),
     "fedsum.corollary_4_1": _theorem("corollary_4_1", bf.corollary_4_1, bf.ALGORITHMS, "participation",
                                      "Thm 4.1's for each realised trace (Cor 4.1's oracle)",
-                                     "a pattern (traces drawn afresh per seed)"),
+                                     _BASE + " --tau-max 49.1 --tau-avg 22.7", "a pattern (traces drawn afresh per seed)"),
     "fedsum.corollary_g1": _theorem("corollary_g1", corollary_g1_for_pattern, bf.ALGORITHMS, "participation",
-                                    "Thm 4.1's for each realised trace",
-                                    "a Section 2.1 case: Uniform, Bernoulli, Cyclic or ReshuffledCyclic"),
-    "fedsum.lemma_c6": _theorem("lemma_c6", bf.lemma_c6, ("fedsum-b",), "noise", _LEMMA_STEPS),
-    "fedsum.lemma_d6": _theorem("lemma_d6", bf.lemma_d6, ("fedsum",), "noise", _LEMMA_STEPS),
-    "fedsum.lemma_e6": _theorem("lemma_e6", bf.lemma_e6, ("fedsum-cr",), "noise", _LEMMA_STEPS),
-    "fedsum.theorem_c1": _theorem("theorem_c1", bf.theorem_c1, ("fedsum-b",), "noise", "Thm C.1's own"),
-    "fedsum.theorem_d1": _theorem("theorem_d1", bf.theorem_d1, ("fedsum",), "noise", "Thm D.1's own"),
-    "fedsum.theorem_e1": _theorem("theorem_e1", bf.theorem_e1, ("fedsum-cr",), "noise", "Thm E.1's own"),
+                                    "Thm 4.1's for each realised trace", _BASE + " --set case=1 --set per_round=4",
+                                    "a Section 2.1 case: Uniform, Bernoulli, Cyclic or ReshuffledCyclic",
+                                    patterns=("P1", "P2", "case3", "case4"), formula=bf.corollary_g1),
 }

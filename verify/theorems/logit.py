@@ -329,7 +329,7 @@ _GENERATOR_NEEDS = {"eps_star": "ε*_{n,t} (Assumption 5, (30)): given, else est
 _STEPS = "η = min{1/√(IT), 1/(2√30·LI)} (Thm 1, corrected cap), η_g = 1"
 _PATTERNS = ("logit", "P2")
 _ALGORITHMS = ("logit",)
-_EXAMPLE = "--L 1 --sigma2 1 --delta-f 20 --N 10 --K 5 --T 400 --set p=0.5"
+_BASE = "--L 1 --sigma2 1 --delta-f 20 --N 10 --K 5 --T 400"
 _SIGMAS = "--set zeta2=0.5 --set sigma2_surrogate=0.2"
 
 
@@ -344,17 +344,17 @@ THEOREMS = {
     "logit.inequality_23": _theorem(
         "inequality_23", bl.inequality_23, "a Bernoulli pattern (p_n^t may vary by round); any problem",
         summary="LOGIT eq. (23) (App. A.1): the averaged descent inequality with the generation error ε measured",
-        example=f"{_EXAMPLE} --set epsilon=0.05 {_SIGMAS}",
+        example=f"{_BASE} --set p=0.5 --set epsilon=0.05 {_SIGMAS}",
         needs={"epsilon": "ε of eq. (23), measured along the runs (LOGIT observe)"}),
     "logit.theorem_1": _theorem(
         "theorem_1", bl.theorem_1, "a Bernoulli pattern (p_n^t may vary by round); any problem",
         summary="LOGIT Thm 1, eq. (10): time-varying p_n^t, staleness term in the traces' τ̄_max",
-        example=f"{_EXAMPLE} --tau-max 8 --set eps_star=0.01 --set C1=1 {_SIGMAS}",
+        example=f"{_BASE} --tau-max 8 --set p=0.5 --set eps_star=0.01 --set C1=1 {_SIGMAS}",
         needs={**_GENERATOR_NEEDS, "tau_max": "τ̄_max = (1/N) Σ_n max_t τ_n^t of the runs' traces"},
         options=GIVEN_KEYS),
     "logit.theorem_2": _theorem(
         "theorem_2", bl.theorem_2, "a Bernoulli pattern with p_n constant in time; any problem",
         summary="LOGIT Thm 2, eq. (11): constant p_n, staleness term from E[τ] of eq. (36)",
-        example=f"{_EXAMPLE} --set eps_star=0.01 --set C1=1 {_SIGMAS}",
+        example=f"{_BASE} --set p=0.5 --set eps_star=0.01 --set C1=1 {_SIGMAS}",
         needs=_GENERATOR_NEEDS, options=GIVEN_KEYS),
 }

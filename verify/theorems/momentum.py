@@ -246,12 +246,23 @@ _STEPS = ("a one-stage (or `stages=`) schedule with the algorithm's β, ν and �
           "every hypothesis of the theorem holds")
 
 
+_EXAMPLE = "--L 1 --sigma2 1 --delta-f 20 --N 20 --K 5 --T 400 --eta-g 1 --set sigma_g2=0.5 --set beta=0.5 --set nu=0.9"
+#: A working ``fedverify bound`` line per theorem, and the patterns ``check --theorem`` runs on.
+_EXAMPLES = {"theorem_4_1": _EXAMPLE + " --eta-l 0.001",
+             "theorem_4_6": _EXAMPLE + " --eta-l 0.001 --set n_sampled=5",
+             "theorem_5_1": _EXAMPLE + " --eta-l 0.0001 --set n_sampled=5 --set tau=2",
+             "corollary_g1": _EXAMPLE + " --eta-l 0.0001 --set n_sampled=5 --set tau=2"}
+_PATTERNS = {"theorem_4_1": ("full",), "theorem_4_6": ("P1",), "theorem_5_1": ("P1",),
+             "corollary_g1": ("P1", "case3", "case4")}
+
+
 def _theorem(which: str, bound, covers, expectation, assumptions, needs=None) -> Theorem:
     return Theorem(name=f"momentum.{which}", bound=bound, lhs=_LHS, lhs_latex=_LHS_LATEX, expectation=expectation,
                    covers=covers, steps=_STEPS, plan=lambda setup: _plan(setup, which=which),
                    needs={**_NEEDS, **(needs or {})},
                    reductions={"fedavg": REDUCTIONS["fedavg"]} if covers == FAMILY else {},
-                   assumptions=assumptions, options=("stages",))
+                   assumptions=assumptions, options=("stages",), example=_EXAMPLES[which],
+                   patterns=_PATTERNS[which], algorithms=tuple(covers))
 
 
 _AUTONOMOUS_NEEDS = {"phi": "φ_1, φ_2, φ_3, K_max (footnote 5): from the K_{t,i} the runs logged; τ = max_delay − 1"}

@@ -47,8 +47,9 @@ def run_plan(theorem: Theorem, setup: Setup, *, confidence: float, device=None, 
                 continue
             histories.append(history)
             per.append(float(plan.measure(history, setup.problem)))
-        if theorem.expectation == "participation" and not paired and len(plan.traces) > 1 and len(per) > 1:
-            values.append(sum(per) / len(per))          # the unit is the trace
+        if theorem.expectation == "participation" and not paired and len(per) > 1:
+            # the unit is the trace: seeds on one trace sample the noise, not the participation
+            values.append(sum(per) / len(per))
         else:
             values.extend(per)
     if not values:
