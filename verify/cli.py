@@ -216,9 +216,9 @@ def _add_bound(commands):
 
 
 def _add_sweep(commands):
-    from .sweep import __doc__ as sweep_doc
+    from .sweep_spec import SPEC_FORMAT
 
-    spec_format = (sweep_doc or "").partition("Spec format\n-----------\n")[2]   # empty under python -OO
+    spec_format = SPEC_FORMAT
     sweep = commands.add_parser("sweep", help="a grid of checks and Monte-Carlo jobs from a spec file (TOML or JSON), "
                                               "in parallel, stored cell by cell and resumable",
                                 description=SWEEP_HELP + spec_format, formatter_class=argparse.RawDescriptionHelpFormatter)

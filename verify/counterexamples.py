@@ -202,10 +202,11 @@ def _search_plan(theorem, algorithm, *, max_examples, n_clients, rounds, seeds, 
                  default_search) -> ConformanceResult:
     """The search of :func:`conformance` for a theorem with a plan of its own."""
     from . import search_spaces
+    from .theorems import THEOREMS
 
-    if theorem.name not in search_spaces.SPACES:
+    if theorem.space is None:
         raise ValueError(f"{theorem.name} has no search space; conformance searches "
-                         f"{', '.join(search_spaces.SPACES)} and the delay bounds")
+                         f"{', '.join(n for n, t in THEOREMS.items() if t.space is not None)} and the delay bounds")
     if algorithm is None:
         algorithm = theorem.covers[0]
     if not isinstance(algorithm, str):

@@ -99,7 +99,8 @@ def _fmt(value: float, width: int, digits: int = 4) -> str:
 def check_table(rows: Sequence[dict]) -> str:
     """One line per (algorithm, pattern): τ_max, τ_avg (E[τ_max], E[τ_avg] when the bound is over
     the participation), measured, bound, ratio, verdict label."""
-    expected = bool(rows) and all(r.get("expectation") for r in rows)
+    expected = (bool(rows) and all(r.get("expectation") for r in rows)
+                and any(math.isfinite(r["tau_max"]) for r in rows))
     tmax, tavg = ("E[tau_max]", "E[tau_avg]") if expected else ("tau_max", "tau_avg")
     wa = max([10] + [len(r["algorithm"]) for r in rows])
     head = (f"{'algorithm':{wa}s} {'pattern':10s} {tmax:>{len(tmax)}s} {tavg:>{len(tavg)}s} {'measured':>10s} "
@@ -121,12 +122,14 @@ def _side_value(value) -> str:
 def side_quantities(rows: Sequence[dict]) -> list[str]:
     """The measured side quantities each verdict rests on (σ_g², ε, Γ, diam(W), the bias, E[τ] and
     how it was obtained, ...), one line per row that has any."""
+    import textwrap
+
     lines = []
     for r in rows:
         extras = r.get("result", {}).get("extras") or {}
         if extras:
-            lines.append(f"  {r['algorithm']}/{r['pattern']}: "
-                         + ", ".join(f"{k} = {_side_value(v)}" for k, v in extras.items()))
+            text = f"{r['algorithm']}/{r['pattern']}: " + ", ".join(f"{k} = {_side_value(v)}" for k, v in extras.items())
+            lines += textwrap.wrap(text, 110, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False)
     return ["measured beside the verdicts:", *lines] if lines else []
 
 
@@ -331,7 +334,8 @@ def check_row(result, pattern: str, theorem: str, curve, algorithm: str | None =
             "expectation": bool(result.expectation),
             "covered": covered, "violated_conditions": violated, "eta_g": result.step_sizes.get("eta_g"),
             "eta_l": result.step_sizes.get("eta_l", result.step_sizes.get("eta", result.step_sizes.get("eta_1"))), "stopped": bool(result.stopped), "curve": curve,
-            "plotted_run": {"seed": result.seeds[0], "mean": number(curve[-1]) if curve.size else None},
+            "plotted_run": {"seed": result.seeds[0] if result.seeds else None,
+                            "mean": number(curve[-1]) if curve.size else None},
             "result": result.to_dict()}
 
 

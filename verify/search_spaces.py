@@ -1,5 +1,7 @@
-"""Where ``conformance`` looks for a counterexample to each theorem with a plan of its own, and
-the seed cases it tries first.
+"""The building blocks of the conformance search spaces: where ``conformance`` looks for a
+counterexample to a theorem with a plan of its own, and the seed cases it tries first. Each
+theorem names its own in its declaration (``Theorem.space``, ``Theorem.seed_cases``, through
+``verify.theorems.search``, which imports this module only when a search runs).
 
 A case is (problem, participation, hparams): a problem that satisfies the theorem's assumptions,
 a trace or pattern of the participation it assumes, and the options its step-size rule reads.
@@ -16,7 +18,7 @@ from participation.patterns import Bernoulli, Markov, Uniform
 
 from . import strategies as vst
 
-__all__ = ["SPACES", "SEED_CASES", "cases", "seed_cases"]
+__all__ = ["cases", "seed_cases", "full", "uniform", "autonomous", "markov", "bernoulli"]
 
 _FINITE = dict(allow_nan=False, allow_infinity=False)
 
@@ -73,18 +75,29 @@ def _bernoulli(draw, n, T, per_round: bool):
     return _problem(draw, n), Bernoulli(p, n), {"surrogate": draw(st.sampled_from(("last", "zero", "ws")))}
 
 
-#: theorem name → (draw, n, T) → (problem, trace or pattern, hparams).
-SPACES = {
-    "momentum.theorem_4_1": _full,
-    "momentum.theorem_4_6": _uniform,
-    "momentum.theorem_5_1": lambda draw, n, T: _autonomous(draw, n, T, any_arrival=False),
-    "momentum.corollary_g1": lambda draw, n, T: _autonomous(draw, n, T, any_arrival=True),
-    "cafed.theorem_1": _markov,
-    "cafed.theorem_2": _markov,
-    "cafed.theorem_3": _markov,
-    "logit.theorem_1": lambda draw, n, T: _bernoulli(draw, n, T, per_round=True),
-    "logit.theorem_2": lambda draw, n, T: _bernoulli(draw, n, T, per_round=False),
-}
+def full(draw, n, T):
+    """Full participation: every client every round (Server momentum Thm 4.1)."""
+    return _full(draw, n, T)
+
+
+def uniform(draw, n, T):
+    """m clients drawn uniformly without replacement each round (Server momentum Thm 4.6)."""
+    return _uniform(draw, n, T)
+
+
+def autonomous(draw, n, T, any_arrival: bool = False):
+    """Autonomous clients: uniform arrival (Thm 5.1) or any rule with m arrivals a step (Cor G.1)."""
+    return _autonomous(draw, n, T, any_arrival)
+
+
+def markov(draw, n, T):
+    """Two-state Markov availability on a strongly convex quadratic (CA-Fed Assumption 1)."""
+    return _markov(draw, n, T)
+
+
+def bernoulli(draw, n, T, per_round: bool = False):
+    """Independent availability, p_n constant or per round (LOGIT Thms 1, 2)."""
+    return _bernoulli(draw, n, T, per_round)
 
 
 def _split_quadratic(n: int, offset: float = 1.0):
@@ -130,13 +143,16 @@ def _seed_logit(which: str, T: int):
     return [(problem, Bernoulli(rare, 3), {"surrogate": "zero"}), (problem, Bernoulli(rare, 3), {"surrogate": "last"})]
 
 
-#: theorem name → T → seed cases.
-SEED_CASES = {
-    **{f"momentum.{w}": (lambda w: lambda T: _seed_momentum(w, T))(w)
-       for w in ("theorem_4_1", "theorem_4_6", "theorem_5_1", "corollary_g1")},
-    **{f"cafed.{w}": _seed_cafed for w in ("theorem_1", "theorem_2", "theorem_3")},
-    **{f"logit.{w}": (lambda w: lambda T: _seed_logit(w, T))(w) for w in ("theorem_1", "theorem_2")},
-}
+def momentum_seeds(which: str, T: int):
+    return _seed_momentum(which, T)
+
+
+def cafed_seeds(T: int):
+    return _seed_cafed(T)
+
+
+def logit_seeds(which: str, T: int):
+    return _seed_logit(which, T)
 
 
 @st.composite
@@ -144,10 +160,17 @@ def cases(draw, theorem: str, n_clients, rounds):
     """One case for ``theorem``: (problem, trace or pattern, hparams, T)."""
     n = draw(vst._strategy(n_clients))
     T = draw(vst._strategy(rounds))
-    problem, source, hparams = SPACES[theorem](draw, n, T)
+    problem, source, hparams = _declared(theorem).space(draw, n, T)
     return problem, source, hparams, T
 
 
 def seed_cases(theorem: str, rounds) -> list[tuple]:
     T = rounds if isinstance(rounds, int) else 40
-    return [(problem, source, hp, T) for problem, source, hp in SEED_CASES[theorem](T)]
+    made = _declared(theorem).seed_cases
+    return [(problem, source, hp, T) for problem, source, hp in (made(T) if made else [])]
+
+
+def _declared(theorem: str):
+    from .theorems import get
+
+    return get(theorem)

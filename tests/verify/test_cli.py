@@ -146,10 +146,10 @@ def default_check(tmp_path_factory):
 def test_default_check_verdicts_golden(default_check):
     stdout, _, summary = default_check
     rows = {(r["algorithm"], r["pattern"]): r for r in summary["rows"]}
-    assert set(rows) == {(a, p) for a in catalogue.CHECK_ALGORITHMS for p in ("P1", "P2", "P3")}
+    assert set(rows) == {(a, p) for a in (*catalogue.CHECK_ALGORITHMS, "fedsum-cr:adm") for p in ("P1", "P2", "P3")}
     assert summary["theorem"] == "fedsum.theorem_4_1" and summary["problem"]["name"] == "quadratic"
     for (algorithm, _), r in rows.items():
-        if algorithm in ("fedsum-b", "fedsum", "fedsum-cr"):
+        if algorithm in ("fedsum-b", "fedsum", "fedsum-cr", "fedsum-cr:adm"):
             assert r["verdict"] == "holds" and r["covered"]
         else:
             assert r["label"].endswith("(ref)") and not r["covered"]
@@ -158,6 +158,8 @@ def test_default_check_verdicts_golden(default_check):
         assert rows["fedsum-cr", p]["label"] == "holds*"
         assert any("E.6" in c for c in rows["fedsum-cr", p]["violated_conditions"])
         assert rows["fedsum", p]["label"] == "holds" and rows["fedsum", p]["violated_conditions"] == []
+        # ...and a row at the largest η_l where E.6 holds tests the theorem's proof
+        assert rows["fedsum-cr:adm", p]["label"] == "holds" and rows["fedsum-cr:adm", p]["violated_conditions"] == []
     assert re.search(r"^\* fedsum-cr: .*E\.6", stdout, re.M) and re.search(r"^\(ref\) fedavg, scaffold", stdout, re.M)
     assert stdout.splitlines()[1].startswith("fedsum.theorem_4_1: measured (1/T)")
     header = stdout.splitlines()[2].split()
@@ -170,7 +172,7 @@ def test_default_check_files_parse(default_check):
     assert (out / "check.png").read_bytes()[:8] == PNG
     with open(out / "check.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 15 and tuple(rows[0]) == CSV_FIELDS
+    assert len(rows) == 18 and tuple(rows[0]) == CSV_FIELDS
     by_key = {(r["algorithm"], r["pattern"]): r for r in summary["rows"]}
     for row in rows:
         assert float(row["measured"]) == pytest.approx(by_key[row["algorithm"], row["pattern"]]["measured"], rel=1e-12)
@@ -194,8 +196,12 @@ def test_default_check_numbers_are_consistent(default_check):
         consts = Constants(L=c["L"], sigma2=c["sigma2"], delta_f=c["delta_f"], F0=c["F0"], n_clients=N,
                            local_steps=summary["local_steps"], rounds=T)
         algorithm = r["algorithm"] if r["covered"] else "fedsum-b"
-        assert r["bound"] == pytest.approx(fedsum.theorem_4_1(consts, m.tau_max, m.tau_avg, algorithm=algorithm).value,
-                                           rel=1e-12)
+        if algorithm.endswith(":adm"):      # Lemma E.6 at the admissible step sizes (the proof of Thm 4.1 for FedSUM-CR)
+            expected = fedsum.lemma_e6(consts, r["eta_g"], r["eta_l"], m.tau_max, m.tau_avg).value
+            assert r["eta_l"] == pytest.approx(1 / (10 * max(1, m.tau_max) * consts.local_steps * consts.L), rel=1e-9)
+        else:
+            expected = fedsum.theorem_4_1(consts, m.tau_max, m.tau_avg, algorithm=algorithm).value
+        assert r["bound"] == pytest.approx(expected, rel=1e-12)
 
 
 def test_bare_command_runs_check(monkeypatch, capsys):
@@ -546,9 +552,10 @@ def test_static_theorem_list_is_the_declarations():
 
 @pytest.mark.parametrize("argv", [["--help"], ["check", "--help"], ["bound", "--list"], ["sweep", "--help"]])
 def test_help_and_list_load_no_numerics(argv):
-    """--help and bound --list answer at once: they import neither numpy's heavy dependants nor torch, scipy or sympy."""
+    """--help and bound --list answer at once: they import neither numpy nor torch, scipy, sympy, nor the sweep."""
     code = ("import sys, contextlib, io\nfrom verify.cli import main\n"
             f"with contextlib.redirect_stdout(io.StringIO()):\n    try:\n        main({argv!r})\n    except SystemExit:\n        pass\n"
-            "print(sorted(m for m in ('torch', 'scipy', 'sympy', 'matplotlib', 'participation') if m in sys.modules))")
+            "print(sorted(m for m in ('numpy', 'torch', 'scipy', 'sympy', 'matplotlib', 'participation', 'verify.sweep',\n"
+            "                         'verify.theorems') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert result.stdout.strip() == "[]"

@@ -67,10 +67,17 @@ def _schedule(args, settings: dict):
 
 
 def _lookup_theorem(text: str):
-    from ..theorems import get
+    from ..theorems import THEOREMS, get
 
+    key = text.strip().lower()
+    if "." not in key:          # a short name must name one theorem
+        matches = [name for name in THEOREMS if name.split(".", 1)[1] == key]
+        if len(matches) != 1:
+            raise UsageError(f"unknown theorem {text!r}" + (f" (it could be {', '.join(matches)})" if matches else "")
+                             + "; see fedverify bound --list")
+        key = matches[0]
     try:
-        theorem = get(text)
+        theorem = get(key)
     except ValueError:
         raise UsageError(f"unknown theorem {text!r}; see fedverify bound --list") from None
     return theorem.name, theorem.evaluator

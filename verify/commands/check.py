@@ -49,7 +49,7 @@ def _curve(result):
     """Running mean (1/t) Σ_{s<t} ‖∇f(x_s)‖² of the first run, when that is the measured quantity; else empty."""
     import numpy as np
 
-    if result.lhs != AVERAGE:
+    if result.lhs != AVERAGE or result.first_run is None:
         return np.zeros(0)
     g = np.asarray(result.first_run.grad_norm2, dtype=float)
     return np.cumsum(g) / np.arange(1, g.size + 1)

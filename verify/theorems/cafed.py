@@ -56,6 +56,7 @@ from bounds import cafed as bc
 from bounds.core import Condition, Formula, Source, at_most, make_bound
 from participation.patterns import Markov
 
+from .search import seeds, space
 from .contract import Plan, Setup, Theorem
 from .measures import client_minimisers, loss_gap_at_average, weighted_losses, weighted_minimum
 
@@ -462,7 +463,7 @@ def _theorem(which, bound, plan, lhs, lhs_latex, expectation, needs, *, summary,
     return Theorem(name=f"cafed.{which}", bound=bound, lhs=lhs, lhs_latex=lhs_latex, expectation=expectation,
                    covers=COVERS, steps=_STEPS, plan=plan, needs={**needs, **_NEEDS}, assumptions=assumptions,
                    options=("decay", "weights"), summary=summary, example=example, patterns=_PATTERNS,
-                   algorithms=COVERS)
+                   algorithms=COVERS, space=space("markov"), seed_cases=seeds("cafed_seeds"))
 
 
 THEOREMS = {

@@ -58,6 +58,7 @@ from participation.patterns import Bernoulli
 
 from .contract import Plan, Setup, Theorem
 from .measures import average_grad_norm2, observed_max
+from .search import seeds, space
 
 __all__ = ["THEOREMS", "FORM_8", "DEFAULT_SURROGATE", "MeasuredLOGIT", "GeneratorConstants",
            "measured_generator_error", "generator_points", "estimate_generator_constants"]
@@ -81,7 +82,7 @@ class MeasuredLOGIT(LOGIT):
     def observe(self, before, after, problem, active, t: int) -> dict:
         """``generator_error`` as ``LOGIT.observe``; ``client_generator_error``: e_{n,t} =
         (1/I) Σ_{i<I} ‖g̃_n − ∇F_n(x^n_{t,i})‖² for n ∉ A_t (eq. (23)'s summand); ``client_staleness``:
-        τ_n^t = t − (round of the last upload), −1 before the first (rounds counted from 0)."""
+        τ_n^t = t − s for n ∉ A_t, s the round of client n's last upload (−1 when none; rounds from 0)."""
         n = problem.n_clients
         is_off = torch.ones(n, dtype=torch.bool, device=before.x.device).index_fill(0, active, False)
         off = torch.nonzero(is_off).flatten()
@@ -184,6 +185,12 @@ def _least_envelope_slope(clients, errors, roots, n_clients: int) -> float:
     return max(float(result.x[-1]), 0.0)
 
 
+def _eps_grid(eps_star, shape) -> np.ndarray:
+    """ε*_{n,t} given (a number, (N,) or (T, N)) over the (rounds run, N) grid of one run."""
+    eps = np.asarray(eps_star, dtype=float)
+    return np.broadcast_to(eps[: shape[0]] if eps.ndim == 2 else eps, shape)
+
+
 def estimate_generator_constants(histories, n_clients: int, *, eps_star=None, C1=None) -> GeneratorConstants:
     """ε*_{n,t} and C₁ of LOGIT Assumption 5 (with (30) and (32)), each given or estimated from the
     runs' points so that e_{n,t} ≤ ε*_{n,t} + C₁√(τ_n^t/t) at every point (module docstring)."""
@@ -194,8 +201,7 @@ def estimate_generator_constants(histories, n_clients: int, *, eps_star=None, C1
         return GeneratorConstants(_floor_given_C1(clients, errors, roots, float(C1), n_clients), float(C1),
                                   _EPS_RULE, "given")
     if eps_star is not None:
-        excess = [np.maximum(E - np.broadcast_to(np.asarray(eps_star, dtype=float), E.shape), 0.0) / X
-                  for E, X in grids]
+        excess = [np.maximum(E - _eps_grid(eps_star, E.shape), 0.0) / X for E, X in grids]
         slope = max((float(np.nanmax(v)) for v in excess if np.isfinite(v).any()), default=0.0)
         return GeneratorConstants(eps_star, slope, "given", _C1_RULE)
     slope = _least_envelope_slope(clients, errors, roots, n_clients)
@@ -334,10 +340,13 @@ _SIGMAS = "--set zeta2=0.5 --set sigma2_surrogate=0.2"
 
 
 def _theorem(which, bound, assumptions, *, summary, example, needs, options=()) -> Theorem:
+    per_round = which != "theorem_2"          # Thm 2 alone needs p_n constant in time
     return Theorem(name=f"logit.{which}", bound=bound, lhs=_LHS, lhs_latex=_LHS_LATEX, expectation="participation",
                    covers=("logit",), steps=_STEPS, plan=lambda setup: _plan(setup, which=which),
                    needs={**needs, **_SHARED_NEEDS}, assumptions=assumptions, options=options, summary=summary,
-                   example=example, patterns=_PATTERNS, algorithms=_ALGORITHMS)
+                   example=example, patterns=_PATTERNS, algorithms=_ALGORITHMS,
+                   space=space("bernoulli", per_round=per_round),
+                   seed_cases=seeds("logit_seeds", "theorem_1" if per_round else "theorem_2"))
 
 
 THEOREMS = {

@@ -31,6 +31,7 @@ import numpy as np
 from bounds import momentum as bm
 from participation.patterns import Cyclic, ReshuffledCyclic, Uniform
 
+from .search import seeds, space
 from .contract import Plan, Setup, Theorem
 from .measures import observed_max, pooled, stage_average
 
@@ -252,6 +253,8 @@ _EXAMPLES = {"theorem_4_1": _EXAMPLE + " --eta-l 0.001",
              "theorem_4_6": _EXAMPLE + " --eta-l 0.001 --set n_sampled=5",
              "theorem_5_1": _EXAMPLE + " --eta-l 0.0001 --set n_sampled=5 --set tau=2",
              "corollary_g1": _EXAMPLE + " --eta-l 0.0001 --set n_sampled=5 --set tau=2"}
+_SPACES = {"theorem_4_1": space("full"), "theorem_4_6": space("uniform"),
+           "theorem_5_1": space("autonomous", any_arrival=False), "corollary_g1": space("autonomous", any_arrival=True)}
 _PATTERNS = {"theorem_4_1": ("full",), "theorem_4_6": ("P1",), "theorem_5_1": ("P1",),
              "corollary_g1": ("P1", "case3", "case4")}
 
@@ -262,7 +265,8 @@ def _theorem(which: str, bound, covers, expectation, assumptions, needs=None) ->
                    needs={**_NEEDS, **(needs or {})},
                    reductions={"fedavg": REDUCTIONS["fedavg"]} if covers == FAMILY else {},
                    assumptions=assumptions, options=("stages",), example=_EXAMPLES[which],
-                   patterns=_PATTERNS[which], algorithms=tuple(covers))
+                   patterns=_PATTERNS[which], algorithms=tuple(covers), space=_SPACES[which],
+                   seed_cases=seeds("momentum_seeds", which))
 
 
 _AUTONOMOUS_NEEDS = {"phi": "φ_1, φ_2, φ_3, K_max (footnote 5): from the K_{t,i} the runs logged; τ = max_delay − 1"}
