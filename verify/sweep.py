@@ -58,6 +58,7 @@ import os
 import platform
 import re
 import reprlib
+import signal
 import socket
 import sys
 import threading
@@ -1009,6 +1010,20 @@ def write_table(path, rows: Sequence[dict]) -> Path:
 # ---------------------------------------------------------------------------- claims
 
 
+@contextmanager
+def _interrupts_deferred():
+    """SIGINT and SIGTERM held back (in the main thread, where Python runs its handlers) until the
+    block ends; they are delivered then, at once."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class _Claims:
     """This process's claims on cells of one output folder.
 
@@ -1030,7 +1045,13 @@ class _Claims:
         return self.folder / f"{key}{CLAIM_SUFFIX}"
 
     def take(self, key: str) -> bool:
-        """Claim ``key``; False if another live process holds it."""
+        """Claim ``key``; False if another live process holds it. An interrupt (SIGINT, SIGTERM)
+        waits until the claim is either held (so that ``release_all`` removes its file) or not
+        made at all: a file created just before the interrupt would otherwise stay behind."""
+        with _interrupts_deferred():
+            return self._take(key)
+
+    def _take(self, key: str) -> bool:
         if not self.locking:
             self.held[key] = -1
             return True
@@ -1048,7 +1069,7 @@ class _Claims:
                 self.locking = False
                 warnings.warn(SweepWarning(f"cannot lock files in {str(self.folder)!r} ({err.strerror}): sweeps "
                                            f"started together on it would each run every cell"), stacklevel=3)
-                return self.take(key)
+                return self._take(key)
             except BaseException:
                 os.close(fd)
                 raise
@@ -1070,6 +1091,10 @@ class _Claims:
             os.close(fd)          # its holder removed it after we opened it: take the new one
 
     def release(self, key: str) -> None:
+        with _interrupts_deferred():
+            self._release(key)
+
+    def _release(self, key: str) -> None:
         fd = self.held.pop(key, None)
         if fd is None or fd < 0:
             return
