@@ -84,6 +84,12 @@ def _same_setting(records: list[RunRecord]) -> None:
                 raise ValueError(f"{Path(r.path).name if r.path else 'a record'}: {key} is {r.header.get(key)!r}, "
                                  f"not {first.header.get(key)!r} as in the first record; records judged together "
                                  "must share one setting")
+        mine, theirs = r.header.get("constants") or {}, first.header.get("constants") or {}
+        for key in ("L", "sigma2", "delta_f", "F0"):
+            if mine.get(key) != theirs.get(key):
+                raise ValueError(f"{Path(r.path).name if r.path else 'a record'}: constant {key} is {mine.get(key)!r}, "
+                                 f"not {theirs.get(key)!r} as in the first record; records judged together must "
+                                 "share one setting")
         if r.n_rounds != first.n_rounds:
             raise ValueError(f"the records have {first.n_rounds} and {r.n_rounds} rounds; records judged together "
                              "must have the same T")
@@ -205,6 +211,8 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
             values.append(float(theorem.measure(h, None)))
     stopped = [f"{Path(r.path).name if r.path else f'record {i}'}: diverged" for i, (r, v) in enumerate(zip(records, values))
                if not math.isfinite(v)]
+    if math.isnan(float(bound.value)):
+        raise ValueError(f"the bound of {theorem.name} is NaN at these inputs: a bound must be a number (or inf)")
     exact = noise_free(consts.sigma2, "participation" if spec.expectation else "noise", None)
     atol = rounding_tolerance(consts)
     decision = judge(values, float(bound.value), confidence=confidence, noise_free=exact, atol=atol)

@@ -162,3 +162,34 @@ def test_given_step_sizes_outside_the_theorem_are_marked(quadratic):
     assert r.steps_outside and "†" in r.label and r.to_dict()["marks"] == ["†"]
     same = check("fedsum", quadratic, trace, "fedsum.theorem_4_1", seeds=2, local_steps=2)
     assert same.steps_outside is None and "†" not in same.label
+
+
+# ------------------------------------------------------------------ inputs that give no verdict
+
+
+def test_a_bound_that_is_nan_is_an_error_not_inconclusive(quadratic):
+    from verify.theorems import user_theorem
+
+    nan = user_theorem(lambda constants, tau_max: math.nan, name="nan bound")
+    trace = preset("P1", n_clients=6, per_round=2).sample(10, seed=0)
+    with pytest.raises(ValueError, match="NaN"):
+        check("fedsum", quadratic, trace, nan, seeds=2, local_steps=2)
+
+
+def test_records_of_different_constants_are_not_judged_together(tmp_path):
+    a = _record(tmp_path / "a.jsonl", np.full(8, 0.5), seed=0)
+    constants = {"L": 100.0, "sigma2": 0.25, "delta_f": 3.0, "F0": 2.0}
+    with RunRecorder(tmp_path / "b.jsonl", 3, algorithm="fedsum", local_steps=2, step_sizes={"eta_g": 1.0, "eta_l": 0.01},
+                     seed=1, constants=constants) as rec:
+        for t in range(8):
+            rec.record_round(t, [0, 1, 2], [0, 1, 2], grad_norm2=0.4)
+    with pytest.raises(ValueError, match="constant L is 100.0, not 1.0"):
+        check_run([a, tmp_path / "b.jsonl"])
+
+
+@pytest.mark.parametrize("setting, message", [({"stages": 0}, "stages must be"), ({"stages": ((1.0,), (2.0,))}, "stages"),
+                                              ({"stages": (-1.0, 2.0)}, "stages"), ({"nu": (1.0, 2.0)}, "nu must")])
+def test_wrong_shaped_momentum_options_are_named(quadratic, setting, message):
+    full = Trace(np.ones((10, 6), dtype=bool))
+    with pytest.raises(ValueError, match=message):
+        check("fedgm", quadratic, full, "momentum.theorem_4_1", seeds=2, hparams=setting)

@@ -57,7 +57,7 @@ from bounds.core import Condition, Formula, Source, at_most, make_bound
 from participation.patterns import Markov
 
 from .search import seeds, space
-from .contract import Plan, Setup, Theorem
+from .contract import Plan, Setup, Theorem, option_number
 from .measures import client_minimisers, loss_gap_at_average, weighted_losses, weighted_minimum
 
 __all__ = ["THEOREMS", "WEIGHTS", "local_iterate_norms"]
@@ -251,7 +251,7 @@ def _context(setup: Setup, which: str) -> _Context:
     pi, lam, mu = _require(setup, name, strong=which != "theorem_2")
     n, E, L = setup.n_clients, setup.local_steps, setup.constants.L
     alpha = np.asarray(setup.hparams.get("alpha", np.full(n, 1 / n)), dtype=float)
-    decay = float(setup.hparams.get("decay", 1.0))
+    decay = option_number(setup.hparams, "decay", 1.0)
     if not 0.5 < decay <= 1:
         raise ValueError(f"decay must lie in (1/2, 1] for the step sizes (12) of CA-Fed Thm 2, got {decay}")
     weights = setup.hparams.get("weights")

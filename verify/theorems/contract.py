@@ -23,12 +23,40 @@ and the conformance search. A user's theorem is a :class:`Theorem` too (see
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-__all__ = ["Theorem", "Setup", "Plan", "NotCheckable", "EXPECTATIONS"]
+__all__ = ["Theorem", "Setup", "Plan", "NotCheckable", "EXPECTATIONS", "option_number", "option_numbers"]
 
 EXPECTATIONS = ("noise", "participation")
+
+
+def option_number(options: Mapping, name: str, default: float) -> float:
+    """``options[name]`` as one finite real number (``default`` when absent), or a ValueError
+    naming the option and the value given (``--set decay=1,2`` is not a number)."""
+    value = options.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name} must be one finite number, got {value!r}")
+    return float(value)
+
+
+def option_numbers(options: Mapping, name: str) -> tuple[float, ...] | None:
+    """``options[name]`` as a non-empty sequence of finite positive numbers (one number is a
+    sequence of one), None when absent, or a ValueError naming the option and the value."""
+    value = options.get(name)
+    if value is None:
+        return None
+    items = (value,) if isinstance(value, numbers.Real) and not isinstance(value, bool) else value
+    try:
+        out = tuple(items)
+    except TypeError:
+        out = ()
+    if not out or any(isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0
+                      for v in out):
+        raise ValueError(f"{name} must be one or more positive numbers separated by commas, got {value!r}")
+    return tuple(float(v) for v in out)
 
 
 class NotCheckable(ValueError):

@@ -32,7 +32,7 @@ from bounds import momentum as bm
 from participation.patterns import Cyclic, ReshuffledCyclic, Uniform
 
 from .search import seeds, space
-from .contract import Plan, Setup, Theorem
+from .contract import Plan, Setup, Theorem, option_number, option_numbers
 from .measures import observed_max, pooled, stage_average
 
 __all__ = ["THEOREMS", "largest_admissible"]
@@ -75,17 +75,17 @@ def _schedule(setup: Setup, eta_l: float) -> bm.StageSchedule:
         s = hp["schedule"]
         return bm.StageSchedule(s.lengths, s.eta_g, eta_l, s.beta, s.nu)
     name = setup.algorithm
-    beta = float(hp.get("beta", _DEFAULT_BETA.get(name, 0.9)))
-    nu = float(hp.get("nu", _NU[name](beta) if name in _NU else _DEFAULT_NU.get(name, 0.0 if name == "fedavg" else 0.7)))
+    beta = option_number(hp, "beta", _DEFAULT_BETA.get(name, 0.9))
+    nu = option_number(hp, "nu", _NU[name](beta) if name in _NU else _DEFAULT_NU.get(name, 0.0 if name == "fedavg" else 0.7))
     if name == "fedavg":
         beta, nu = 0.0, 0.0
-    stages = hp.get("stages")
+    stages = option_numbers(hp, "stages")
     if stages is not None and name == "fednag":
         raise ValueError("fednag with stages: FedNAG's ν = β would change with β_s, which the constant-and-drop "
                          "schedule (Server momentum Sec. 4.1) keeps fixed; use fedgm with nu=")
     if stages is None:
-        return bm.single_stage(setup.rounds, float(hp.get("eta_g", 1.0)), eta_l, beta=beta, nu=nu)
-    return bm.constant_and_drop(tuple(float(e) for e in stages), setup.rounds, eta_l, nu=nu, beta1=beta)
+        return bm.single_stage(setup.rounds, option_number(hp, "eta_g", 1.0), eta_l, beta=beta, nu=nu)
+    return bm.constant_and_drop(stages, setup.rounds, eta_l, nu=nu, beta1=beta)
 
 
 def _given_schedule(setup: Setup) -> bm.StageSchedule | None:

@@ -57,6 +57,8 @@ def run_plan(theorem: Theorem, setup: Setup, *, confidence: float, device=None, 
     bound = plan.bound(histories) if histories or plan.values is not None else None
     if bound is None:        # every run diverged: the bound's measured inputs are missing
         bound = plan.bound([first])
+    if math.isnan(float(bound.value)):
+        raise ValueError(f"the bound of {theorem.name} is NaN at these inputs: a bound must be a number (or inf)")
     consts = setup.constants
     exact = plan.noise_free if plan.noise_free is not None else noise_free(
         consts.sigma2, theorem.expectation, setup.pattern)
