@@ -35,13 +35,13 @@ Loaders (``load_events``) read the forms real traces come in, as JSON, never unp
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
+from .files import strict_json
 from .event_cuts import RULES, _client_events, _quoted, as_event_lists, events_to_mask  # noqa: F401  (re-exported)
 
 __all__ = ["RULES", "EventLog", "events_to_mask", "load_events", "FORMATS", "as_event_lists"]
@@ -90,11 +90,9 @@ def _read_json(path: Path):
     if size > MAX_FILE_BYTES:
         raise ValueError(f"{path.name} is {size} bytes; event files above {MAX_FILE_BYTES} bytes are refused")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path.name}: invalid JSON ({err.msg} at line {err.lineno})") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path.name}: not UTF-8 text") from None
+        return strict_json(path.read_bytes())
+    except ValueError as err:
+        raise ValueError(f"{path.name}: {err}") from None
 
 
 def _detect(doc) -> str:

@@ -1,20 +1,68 @@
-"""Files written whole or not at all.
+"""Files written whole or not at all, and JSON read strictly.
 
 ``atomic_write(path, write)`` calls ``write(f)`` on a temporary file of its own beside
 ``path`` (a unique name per call, so two threads saving one path never share it), then
 renames it onto ``path``: a reader never sees half a file. The file gets the mode a plain
 ``open(path, "w")`` would give it (``mkstemp`` alone gives 0600).
+
+``strict_json(text)`` parses JSON as every loader of the toolkit reads it: a key twice in one
+object, NaN or Infinity, an integer beyond any float (above about 1.8e308) and nesting deeper
+than the parser can follow are each a one-line ValueError, never a silent "last key wins", an
+OverflowError later or a RecursionError.
 """
 from __future__ import annotations
 
 import io
+import json
 import os
 import stat
 import tempfile
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["atomic_write", "plain_write_mode"]
+__all__ = ["atomic_write", "plain_write_mode", "strict_json", "FLOAT_DIGITS"]
+
+#: Integer literals up to this many digits are read and then tested against the largest float
+#: (about 1.8e308); longer ones are refused unread.
+FLOAT_DIGITS = 309
+
+
+def _unique_keys(pairs) -> dict:
+    doc = {}
+    for key, value in pairs:
+        if key in doc:
+            raise ValueError(f"key {key[:40]!r}{'…' if len(key) > 40 else ''} appears twice in one object")
+        doc[key] = value
+    return doc
+
+
+def _integer(literal: str) -> int:
+    digits = len(literal.lstrip("-"))
+    value = int(literal) if digits <= FLOAT_DIGITS else None
+    try:
+        if value is not None:
+            float(value)
+            return value
+    except OverflowError:
+        pass
+    raise ValueError(f"the integer {literal[:12]}… has {digits} digits, beyond any float")
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def strict_json(text):
+    """The JSON document ``text`` (str or UTF-8 bytes), read strictly (see the module docstring);
+    a malformed document is a ValueError with the parser's message and line."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_int=_integer, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested deeper than the JSON parser can follow") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"invalid JSON ({err.msg} at line {err.lineno})") from None
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
 
 
 def _umask() -> int:

@@ -39,7 +39,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .budget import ENV_MEMORY, human_bytes, memory_limit, require_memory  # noqa: F401  (re-exported)
-from .files import atomic_write
+from .files import atomic_write, strict_json
 
 _FORMAT = "fedverify-trace"
 _VERSION = 1
@@ -558,25 +558,13 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _unique_keys(pairs) -> dict:
-    """A JSON object whose keys must all differ (``json`` silently keeps the last of two)."""
-    doc = {}
-    for key, value in pairs:
-        if key in doc:
-            raise ValueError(f"key {_quote(key)} appears twice")
-        doc[key] = value
-    return doc
-
-
 def _load_json(path: Path, n_clients, size: int) -> Trace:
     """fedverify's JSON trace (``"format": "fedverify-trace"``, ``"version": 1``, duplicate
     keys refused) or a bare list of active-id lists; the mask is sized from rounds ×
     ``n_clients`` and checked against the limits before it is allocated."""
     require_memory(_JSON_BYTES_PER_BYTE * size, f"parsing trace {path.name} ({size} bytes of JSON)")
     try:
-        doc = json.loads(path.read_bytes().decode("utf-8-sig"), object_pairs_hook=_unique_keys)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"invalid JSON ({err.msg} at line {err.lineno})") from None
+        doc = strict_json(path.read_bytes().decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise ValueError("not UTF-8 text") from None
     if isinstance(doc, list):

@@ -114,6 +114,18 @@ def _positive(kind):
     return parse
 
 
+#: The most worker processes a command starts.
+MAX_PROCESSES = 4096
+
+
+def _processes(text):
+    """A positive process count, at most :data:`MAX_PROCESSES`."""
+    value = _positive(int)(text)
+    if value > MAX_PROCESSES:
+        raise argparse.ArgumentTypeError(f"at most {MAX_PROCESSES} processes, got {_quote(text)}")
+    return value
+
+
 def _seed(text):
     try:
         value = int(text)
@@ -226,11 +238,11 @@ def _add_sweep(commands):
     sweep.add_argument("--output", "-o", type=_path, default="fedverify-sweep",
                        help="results folder, created (default fedverify-sweep)")
     where = sweep.add_mutually_exclusive_group()
-    where.add_argument("--processes", "-j", type=_positive(int), metavar="N",
+    where.add_argument("--processes", "-j", type=_processes, metavar="N",
                        help="local worker processes (default: the CPUs available, at most one per cell to run); "
                             "1 runs in this process")
     where.add_argument("--scheduler", metavar="ADDRESS", help="run on the Dask cluster of this scheduler, e.g. tcp://host:8786")
-    where.add_argument("--workers", type=_positive(int), metavar="N", help="run on a local Dask cluster of N worker processes")
+    where.add_argument("--workers", type=_processes, metavar="N", help="run on a local Dask cluster of N worker processes")
     sweep.add_argument("--example", action="store_true", help="print a small example spec and exit")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal anyway)")
 
@@ -273,7 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                                             "(default 1048576)")
     mc.add_argument("--seed", type=_seed, default=0,
                     help="seed of the replicates (default 0); the same seed gives the same numbers for any --workers")
-    mc.add_argument("--workers", type=_positive(int), default=1, help="processes for the replicates (default 1)")
+    mc.add_argument("--workers", type=_processes, default=1,
+                    help="processes for the replicates (default 1; never more than the replicates)")
     mc.add_argument("--confidence", type=float, default=0.95,
                     help="level of the two-sided Student-t confidence intervals, in (0, 1) (default 0.95)")
     mc.add_argument("--plot", metavar="FILE", type=_path, help="histograms of τ_max and τ_avg with the estimates to FILE (.png, .pdf, .svg)")
@@ -335,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="throughput ratios against straightforward implementations, Flower "
                                               "(with fedverify[peers]) and, on a GPU, the CPU")
     bench.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    bench.add_argument("--workers", type=_positive(int), default=1, help="also time Monte-Carlo on this many processes")
+    bench.add_argument("--workers", type=_processes, default=1, help="also time Monte-Carlo on this many processes")
     return parser
 
 

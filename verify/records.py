@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from participation.files import strict_json
+
 __all__ = ["RunRecord", "RunRecorder", "load_record", "FORMAT", "VERSION", "SCHEMA_PATH", "record_from_history"]
 
 FORMAT = "fedverify-run"
@@ -168,8 +170,10 @@ def load_record(path) -> RunRecord:
     entries = []
     for i, text in numbered:
         try:
-            entries.append(json.loads(text.decode("utf-8")))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            entries.append(strict_json(text.decode("utf-8")))
+        except UnicodeDecodeError:
+            raise ValueError(f"{_where(path, i)}: not UTF-8 text") from None
+        except ValueError as err:
             raise ValueError(f"{_where(path, i)}: not a JSON object ({str(err).splitlines()[0]})") from None
     if numbered[0][0] != 1:
         raise ValueError(f"{_where(path, numbered[0][0])}: the header must be the first line")
@@ -190,7 +194,10 @@ def load_record(path) -> RunRecord:
 
 
 def _json_number(value):
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:
+        raise ValueError(f"a recorded number must be finite, got an integer of {len(str(abs(value)))} digits") from None
     if not math.isfinite(value):
         raise ValueError(f"a recorded number must be finite, got {value}")
     return value

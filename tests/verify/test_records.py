@@ -668,7 +668,7 @@ def test_check_run_command_errors(noisy_runs, tmp_path, capsys):
     not_json = tmp_path / "c2.json"
     not_json.write_text("{L: 1")
     assert main(["check-run", good, "--constants", str(not_json)]) == 2
-    assert "not JSON" in _stderr_line(capsys)
+    assert "invalid JSON" in _stderr_line(capsys)
     listed = tmp_path / "c3.json"
     listed.write_text("[1, 2]")
     assert main(["check-run", good, "--constants", str(listed)]) == 2

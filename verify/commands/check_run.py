@@ -1,7 +1,6 @@
 """``fedverify check-run``: judge run records made anywhere against a theorem (``verify.check_run``)."""
 from __future__ import annotations
 
-import json
 import math
 
 from ..usage import UsageError
@@ -11,12 +10,15 @@ from . import load_plugins
 def _constants(args) -> dict | None:
     given = {}
     if args.constants is not None:
+        from participation.files import strict_json
+
         try:
-            given = json.loads(open(args.constants, encoding="utf-8").read())
+            with open(args.constants, "rb") as f:
+                given = strict_json(f.read())
         except OSError as err:
             raise UsageError(f"--constants {args.constants}: {err.strerror or err}") from None
-        except json.JSONDecodeError as err:
-            raise UsageError(f"--constants {args.constants}: not JSON ({err.msg}, line {err.lineno})") from None
+        except ValueError as err:
+            raise UsageError(f"--constants {args.constants}: {err}") from None
         if not isinstance(given, dict):
             raise UsageError(f"--constants {args.constants}: expected a JSON object with L, sigma2, delta_f, F0")
     for key, value in (("L", args.L), ("sigma2", args.sigma2), ("delta_f", args.delta_f), ("F0", args.F0)):

@@ -74,6 +74,7 @@ def run(args) -> str:
         for name, pattern in patterns.items():
             announce_mc(name, pattern, args.rounds, args.reps, args.workers, args.method)
     executor = None
+    args.workers = min(args.workers, args.reps if args.reps is not None else args.max_reps)   # no idle workers
     if args.workers > 1:
         from concurrent.futures import ProcessPoolExecutor
 
