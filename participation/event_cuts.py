@@ -37,7 +37,7 @@ def _client_events(value, name: str) -> np.ndarray:
     bad = (states != 0) & (states != 1)
     if bad.any():
         raise ValueError(f"client {name}: state {states[bad][0]:g} at t={times[bad][0]:g} is not 0 or 1")
-    back = np.flatnonzero(np.diff(times) < 0)
+    back = np.flatnonzero(times[1:] < times[:-1])            # no subtraction: times may span the float range
     if back.size:
         k = int(back[0]) + 1
         raise ValueError(f"client {name}: events are not in time order (t={times[k]:g} after t={times[k - 1]:g})")
@@ -75,11 +75,20 @@ def events_to_mask(events: Sequence, round_seconds: float, *, rule: str = "whole
     arrays = [_client_events(e, n) for e, n in zip(events, names)]
     if not arrays:
         raise ValueError("no clients in the event log")
+    if isinstance(start, bool) or not isinstance(start, numbers.Real) or not math.isfinite(start):
+        raise ValueError(f"start must be a finite time in seconds, got {start!r}")
     latest = max((a[-1, 0] for a in arrays if len(a)), default=None)
     end = latest if end is None else float(end)
     if end is None or not math.isfinite(end):
         raise ValueError("no events to end the trace at; give end=")
-    rounds = int(math.floor((end - float(start)) / delta + 1e-9))
+    first = min((a[0, 0] for a in arrays if len(a)), default=float(start))
+    with np.errstate(over="ignore"):
+        span = (end - float(start)) / delta
+        reach = float(np.float64(max(end, float(start))) - np.float64(min(first, float(start))))
+    if not math.isfinite(span) or not math.isfinite(reach) or span > 2.0 ** 62:
+        raise ValueError(f"from start={float(start):g} s to end={end:g} s in rounds of {delta:g} s is "
+                         f"{span:.3g} rounds, more than any trace can hold")
+    rounds = int(math.floor(span + 1e-9))
     if rounds < 1:
         raise ValueError(f"from start={start:g} s to end={end:g} s there is no complete round of {delta:g} s")
     n = len(arrays)
