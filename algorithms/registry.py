@@ -51,6 +51,31 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
     return cls
 
 
+#: Where each loaded plugin's code lives (a file, or a package's folder) → the plugin as given,
+#: so that an error raised later by the plugin's code can be named (``plugin_frame``).
+PLUGIN_SOURCES: dict[str, str] = {}
+
+
+def _remember(spec: str, module) -> None:
+    source = getattr(module, "__file__", None)
+    if source:
+        source = Path(source).resolve()
+        PLUGIN_SOURCES[str(source.parent if source.name == "__init__.py" else source)] = spec
+
+
+def plugin_frame(tb):
+    """(plugin as given, function, file, line) of the innermost frame of traceback ``tb`` that runs
+    a loaded plugin's code, or None."""
+    found = None
+    while tb is not None:
+        filename = str(Path(tb.tb_frame.f_code.co_filename).resolve())
+        for source, spec in PLUGIN_SOURCES.items():
+            if filename == source or filename.startswith(source + "/"):
+                found = (spec, tb.tb_frame.f_code.co_name, filename, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
 def load_plugin(spec: str):
     """Import a module by dotted name, or a ``.py`` file by path, so that its ``register``
     calls run; returns the module. A failure is a one-line ValueError naming ``spec``."""
@@ -67,9 +92,12 @@ def load_plugin(spec: str):
                 raise ValueError(f"cannot load plugin {spec!r}: not a Python file")
             module = importlib.util.module_from_spec(module_spec)
             sys.modules[name] = module
+            _remember(spec, module)
             module_spec.loader.exec_module(module)
             return module
-        return importlib.import_module(spec)
+        module = importlib.import_module(spec)
+        _remember(spec, module)
+        return module
     except ValueError:
         raise
     except Exception as err:       # the user's code may raise anything on import

@@ -250,6 +250,8 @@ def _add_sweep(commands):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fedverify", description="Check federated-learning theory against training runs. "
                                                    "Without a command, runs `check` with its defaults.")
+    parser.add_argument("--traceback", action="store_true",
+                        help="show the full traceback when a plugin of yours raises (default: one line naming it)")
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     _add_check(commands)
 
@@ -372,6 +374,17 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         _say("fedverify: interrupted", sys.stderr)
         return 130
+    except Exception as err:          # the user's plugin code may raise anything: name it in one line
+        from algorithms.registry import plugin_frame
+
+        where = plugin_frame(err.__traceback__)
+        if where is None or "--traceback" in (argv if argv is not None else sys.argv[1:]):
+            raise
+        spec, function, filename, line = where
+        message = (f"plugin {spec} raised {type(err).__name__}: {one_line(err)} (in {function}, {filename}:{line}); "
+                   "fedverify --traceback ... shows the traceback")
+        _say(f"fedverify: error: {_cut(message)}", sys.stderr)
+        return 2
     try:
         _say(output, sys.stdout)
         sys.stdout.flush()
