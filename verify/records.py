@@ -99,25 +99,26 @@ def check_header(header, path=None) -> dict:
         raise ValueError(f"{where}: the header must be a JSON object")
     if header.get("format") != FORMAT:
         raise ValueError(f"{where}: format must be {FORMAT!r}, got {header.get('format')!r}")
-    if header.get("version") != VERSION:
+    if type(header.get("version")) is not int or header.get("version") != VERSION:
         raise ValueError(f"{where}: version {header.get('version')!r} is not supported (this fedverify reads {VERSION})")
     n = header.get("n_clients")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"{where}: n_clients must be an integer ≥ 1, got {n!r}")
     for key, kind in _HEADER_OPTIONAL.items():
-        if key in header and header[key] is not None and not isinstance(header[key], kind):
+        if key in header and header[key] is not None and (
+                not isinstance(header[key], kind) or (kind is int and isinstance(header[key], bool))):
             raise ValueError(f"{where}: {key} has the wrong type ({type(header[key]).__name__})")
     if "local_steps" in header and header["local_steps"] is not None and header["local_steps"] < 1:
         raise ValueError(f"{where}: local_steps must be an integer ≥ 1, got {header['local_steps']!r}")
     for name, value in (header.get("step_sizes") or {}).items():
-        if not _is_number(value):
-            raise ValueError(f"{where}: step_sizes.{name} must be a number, got {value!r}")
+        if not _is_number(value) or not math.isfinite(value):
+            raise ValueError(f"{where}: step_sizes.{name} must be a finite number, got {value!r}")
     for name, value in (header.get("constants") or {}).items():
         if name == "source":
             if not isinstance(value, str):
                 raise ValueError(f"{where}: constants.source must be text, got {value!r}")
-        elif not _is_number(value):
-            raise ValueError(f"{where}: constants.{name} must be a number, got {value!r}")
+        elif not _is_number(value) or not math.isfinite(value):
+            raise ValueError(f"{where}: constants.{name} must be a finite number, got {value!r}")
         elif name in ("L", "sigma2", "delta_f", "F0") and not value >= 0:
             raise ValueError(f"{where}: constants.{name} must be ≥ 0, got {value!r}")
     return header
@@ -191,6 +192,19 @@ def load_record(path) -> RunRecord:
             if e.get(k) is not None:
                 metrics[k][t] = float(e[k])
     return RunRecord(header=header, mask=mask, selected=selected, metrics=metrics, path=path)
+
+
+def _client_ids(ids, name: str) -> list[int]:
+    """Client ids as sorted ints: integers (or integral floats); a boolean mask or a fractional id
+    is refused, since reading either as ids would record the wrong clients."""
+    a = np.atleast_1d(np.asarray(ids))
+    if a.dtype == bool:
+        raise ValueError(f"{name} is a boolean mask; give the client ids (np.flatnonzero(mask))")
+    if a.size and not (np.issubdtype(a.dtype, np.integer) or (np.issubdtype(a.dtype, np.floating)
+                                                              and np.all(np.isfinite(a)) and np.all(a == np.round(a)))):
+        bad = a.ravel()[0] if not np.issubdtype(a.dtype, np.number) else a[~(a == np.round(a))].ravel()[:1]
+        raise ValueError(f"{name} must hold integer client ids, got {np.asarray(bad).tolist()!r}")
+    return sorted(int(i) for i in a.astype(np.int64).ravel())
 
 
 def _json_number(value):
@@ -268,8 +282,7 @@ class RunRecorder:
         """Append round ``t`` (must be ``next_round``): who was sent work, who replied, and numbers."""
         if t != self.next_round:
             raise ValueError(f"round {t}: the record expects round {self.next_round} next")
-        entry = {"round": int(t), "selected": sorted(int(i) for i in np.atleast_1d(np.asarray(selected, dtype=np.int64))),
-                 "replied": sorted(int(i) for i in np.atleast_1d(np.asarray(replied, dtype=np.int64)))}
+        entry = {"round": int(t), "selected": _client_ids(selected, "selected"), "replied": _client_ids(replied, "replied")}
         for key, value in metrics.items():
             if key in _ROUND_REQUIRED:
                 raise ValueError(f"{key!r} is a reserved field of a round")

@@ -1,0 +1,53 @@
+"""Run-record fields read and written exactly: no boolean taken for a number, no NaN step size,
+no fractional id or boolean mask taken for client ids, no repeated key."""
+import json
+
+import numpy as np
+import pytest
+
+from verify.records import RunRecorder, load_record
+
+HEADER = {"format": "fedverify-run-record", "version": 1, "n_clients": 2, "local_steps": 1}
+ROUND = {"round": 0, "selected": [0], "replied": [0], "grad_norm2": 0.5}
+
+
+def _write(tmp_path, header_changes=None, round_text=None):
+    from verify.records import FORMAT, VERSION
+
+    header = {**HEADER, "format": FORMAT, "version": VERSION, **(header_changes or {})}
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(header) + "\n" + (round_text or json.dumps(ROUND)) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("changes, fragment", [({"version": True}, "version True"), ({"local_steps": True}, "local_steps"),
+                                               ({"seed": False}, "seed"), ({"step_sizes": {"eta_l": 1e400}}, "Infinity is not")])
+def test_header_fields_of_the_wrong_kind_are_refused(tmp_path, changes, fragment):
+    path = _write(tmp_path, changes)
+    with pytest.raises(ValueError, match=fragment):
+        load_record(path)
+
+
+def test_a_repeated_key_in_a_round_is_refused(tmp_path):
+    path = _write(tmp_path, round_text='{"round": 0, "selected": [0], "replied": [0], "grad_norm2": 0.05, '
+                                       '"grad_norm2": 5}')
+    with pytest.raises(ValueError, match="appears twice"):
+        load_record(path)
+
+
+@pytest.mark.parametrize("selected, fragment", [([1.5], "integer client ids"), (np.array([True, False]), "boolean mask"),
+                                                (["a"], "integer client ids")])
+def test_record_round_refuses_what_are_not_client_ids(tmp_path, selected, fragment):
+    with RunRecorder(tmp_path / "r.jsonl", 2, algorithm="fedavg", local_steps=1) as rec:
+        with pytest.raises(ValueError, match=fragment):
+            rec.record_round(0, selected, [])
+        rec.record_round(0, np.array([1.0, 0.0]), [0])           # integral floats are ids
+    assert load_record(tmp_path / "r.jsonl").selected[0].tolist() == [True, True]
+
+
+@pytest.mark.parametrize("kwargs, fragment", [(dict(step_sizes={"eta_g": float("nan")}), "step_sizes.eta_g"),
+                                              (dict(constants={"L": float("inf")}), "constants.L"),
+                                              (dict(local_steps=True), "local_steps")])
+def test_recorder_names_the_bad_field(tmp_path, kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        RunRecorder(tmp_path / "r.jsonl", 2, algorithm="fedavg", **kwargs)
