@@ -51,3 +51,36 @@ def test_record_round_refuses_what_are_not_client_ids(tmp_path, selected, fragme
 def test_recorder_names_the_bad_field(tmp_path, kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):
         RunRecorder(tmp_path / "r.jsonl", 2, algorithm="fedavg", **kwargs)
+
+
+def test_recorders_started_together_on_one_path_leave_one_header(tmp_path):
+    """Threads racing to create one record: exactly one writes the header, the others are refused."""
+    import threading
+
+    path = tmp_path / "race.jsonl"
+    barrier, outcomes = threading.Barrier(6), []
+
+    def start(seed):
+        barrier.wait()
+        try:
+            RunRecorder(path, 2, algorithm="fedavg", local_steps=1, seed=seed)
+            outcomes.append("made")
+        except ValueError as err:
+            outcomes.append(str(err))
+
+    threads = [threading.Thread(target=start, args=(s,)) for s in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes.count("made") == 1, outcomes
+    assert all("another recorder" in o or "exists" in o for o in outcomes if o != "made")
+    assert len(path.read_text().splitlines()) == 1 and load_record(path).n_rounds == 0
+
+
+def test_an_empty_file_is_a_new_record(tmp_path):
+    path = tmp_path / "empty.jsonl"
+    path.touch()
+    with RunRecorder(path, 2, algorithm="fedavg", local_steps=1) as rec:
+        rec.record_round(0, [0], [0], grad_norm2=1.0)
+    assert load_record(path).n_rounds == 1
