@@ -24,6 +24,7 @@ import json
 import math
 import numbers
 import os
+import stat
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -41,6 +42,8 @@ SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "run-record.schema.j
 _HEADER_OPTIONAL = {"algorithm": str, "local_steps": int, "step_sizes": dict, "seed": int, "constants": dict,
                     "problem": (str, dict), "notes": str, "created": str}
 _ROUND_REQUIRED = ("round", "selected", "replied")
+#: Bytes of parsed JSON (Python lists of ints, dicts) per byte of a record's text, for the memory budget.
+PARSED_BYTES_PER_BYTE = 16
 
 
 @dataclass(frozen=True)
@@ -155,7 +158,14 @@ def check_round(entry, t: int, n: int, path=None, line: int | None = None) -> di
 def load_record(path) -> RunRecord:
     """Read a record (see the module docstring); a cut-off last line is dropped with a warning."""
     path = Path(path)
+    from participation.budget import require_memory
+
     try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"run record {path.name} is not a regular file (a pipe, a device or a folder)")
+        # the parsed lines hold about this many bytes of Python objects per byte of the file
+        require_memory(PARSED_BYTES_PER_BYTE * info.st_size, f"reading run record {path.name} ({info.st_size} bytes)")
         raw = path.read_bytes()
     except OSError as err:
         raise ValueError(f"cannot read run record {path.name}: {err.strerror or err}") from None
@@ -180,6 +190,8 @@ def load_record(path) -> RunRecord:
         raise ValueError(f"{_where(path, numbered[0][0])}: the header must be the first line")
     header = check_header(entries[0], path)
     n = header["n_clients"]
+    require_memory(2.0 * n * max(len(entries) - 1, 1),
+                   f"run record {path.name}: {len(entries) - 1} rounds × {n} clients (who was selected, who replied)")
     rounds = [check_round(e, t, n, path, numbered[t + 1][0]) for t, e in enumerate(entries[1:])]
     T = len(rounds)
     mask, selected = np.zeros((T, n), dtype=bool), np.zeros((T, n), dtype=bool)

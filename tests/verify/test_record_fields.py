@@ -84,3 +84,45 @@ def test_an_empty_file_is_a_new_record(tmp_path):
     with RunRecorder(path, 2, algorithm="fedavg", local_steps=1) as rec:
         rec.record_round(0, [0], [0], grad_norm2=1.0)
     assert load_record(path).n_rounds == 1
+
+
+# ------------------------------------------------------------------ files that are not records, sizes that cannot fit
+
+
+def test_a_pipe_or_device_is_refused_without_reading(tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)                       # opening it for reading would block forever
+    for path in (fifo, "/dev/zero", tmp_path):
+        with pytest.raises(ValueError, match="not a regular file"):
+            load_record(path)
+
+
+def test_a_huge_record_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDVERIFY_MEMORY_GB", "1")
+    path = tmp_path / "sparse.jsonl"
+    with open(path, "wb") as f:
+        f.truncate(1 << 30)               # a sparse 1 GiB file: nothing to read, everything to allocate
+    with pytest.raises(ValueError, match="memory limit"):
+        load_record(path)
+
+
+@pytest.mark.parametrize("n_clients", [2 * 10 ** 8, 10 ** 30])
+def test_a_header_declaring_too_many_clients_is_refused(tmp_path, monkeypatch, n_clients):
+    monkeypatch.setenv("FEDVERIFY_MEMORY_GB", "0.1")
+    path = _write(tmp_path, {"n_clients": n_clients})
+    with pytest.raises(ValueError, match="memory limit"):
+        load_record(path)
+
+
+def test_check_run_constants_from_a_pipe_are_refused(tmp_path, capsys):
+    import os
+
+    from verify.cli import main
+
+    fifo = tmp_path / "c.json"
+    os.mkfifo(fifo)
+    record = _write(tmp_path)
+    assert main(["check-run", str(record), "--constants", str(fifo)]) == 2
+    assert "not a regular file" in capsys.readouterr().err

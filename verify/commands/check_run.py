@@ -7,12 +7,25 @@ from ..usage import UsageError
 from . import load_plugins
 
 
+#: The largest --constants file read (a few numbers; anything larger is not one).
+CONSTANTS_BYTES = 1 << 20
+
+
 def _constants(args) -> dict | None:
     given = {}
     if args.constants is not None:
         from participation.files import strict_json
 
+        import stat
+        from pathlib import Path
+
         try:
+            info = Path(args.constants).stat()
+            if not stat.S_ISREG(info.st_mode):
+                raise UsageError(f"--constants {args.constants}: not a regular file (a pipe, a device or a folder)")
+            if info.st_size > CONSTANTS_BYTES:
+                raise UsageError(f"--constants {args.constants}: {info.st_size} bytes; a constants file is at most "
+                                 f"{CONSTANTS_BYTES} bytes")
             with open(args.constants, "rb") as f:
                 given = strict_json(f.read())
         except OSError as err:
