@@ -385,11 +385,18 @@ def main(argv=None) -> int:
                    "fedverify --traceback ... shows the traceback")
         _say(f"fedverify: error: {_cut(message)}", sys.stderr)
         return 2
+    if sys.stdout is None:        # started with its standard output closed
+        _say("fedverify: error: cannot write the output (standard output is closed)", sys.stderr)
+        return 2
     try:
         _say(output, sys.stdout)
         sys.stdout.flush()
     except BrokenPipeError:       # the reader has gone (``| head``): a quiet end, for every command
         _stdout_to_devnull()
+    except OSError as err:        # a full disk, a closed descriptor: say so once, on stderr
+        _stdout_to_devnull()
+        _say(f"fedverify: error: cannot write the output ({err.strerror or type(err).__name__})", sys.stderr)
+        return 2
     return 0
 
 
@@ -401,6 +408,8 @@ def _stdout_to_devnull() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):     # stdout has no descriptor left (closed): nothing to point
+        pass
     finally:
         os.close(devnull)
 

@@ -387,11 +387,13 @@ def load_spec(path) -> Spec:
     suffix = path.suffix.lower()
     if suffix not in (".toml", ".json"):
         raise ValueError(f"a spec is a .toml or .json file, got {path.name!r}")
+    from participation.files import strict_json
+
     reader = json if suffix == ".json" else _toml()
     text = _read_spec_text(path)
     try:
         _check_nesting(text, toml=suffix == ".toml")
-        data = reader.loads(text)
+        data = strict_json(text) if suffix == ".json" else reader.loads(text)
     except RecursionError:       # a nesting the scan above missed still ends in one line
         raise ValueError(f"{path.name}: the spec nests too deeply (at most {MAX_SPEC_DEPTH} levels)") from None
     except ValueError as err:    # json.JSONDecodeError and tomllib.TOMLDecodeError are ValueErrors

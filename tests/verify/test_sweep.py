@@ -148,7 +148,7 @@ def test_bad_spec_files(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"a spec is a \.toml or \.json file, got 's\.yaml'"):
         sweep.load_spec(tmp_path / "s.yaml")
     (tmp_path / "s.json").write_text('{"check": {"rounds": }}')
-    with pytest.raises(ValueError, match=r"^s\.json: Expecting value: line 1") as err:
+    with pytest.raises(ValueError, match=r"^s\.json: invalid JSON \(Expecting value at line 1\)") as err:
         sweep.load_spec(tmp_path / "s.json")
     assert "\n" not in str(err.value)
     if tomllib is not None:
