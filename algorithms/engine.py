@@ -17,6 +17,7 @@ import torch
 
 from participation import Trace
 
+from .devices import resolve_device
 from .base import Algorithm
 from .history import History
 from .noise import NoiseStream
@@ -40,6 +41,9 @@ def prepare(algorithm, problem, trace, device=None, x0=None, dtype=None):
     """Validate the inputs of a run; returns (problem on device/dtype, Trace, x0 tensor)."""
     if not isinstance(algorithm, Algorithm):
         raise ValueError(f"algorithm must be an algorithms.Algorithm (see algorithms.get), got {type(algorithm).__name__}")
+    if not hasattr(problem, "n_clients") or not hasattr(problem, "to"):
+        raise ValueError(f"problem must be an algorithms problem (algorithms.problems), got {type(problem).__name__}")
+    device = resolve_device(device)
     if device is not None or dtype is not None:
         problem = problem.to(device, dtype)
     trace = _trace(trace, problem.n_clients)

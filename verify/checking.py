@@ -182,6 +182,9 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
     algorithm, seed)`` is called after every run (``fedverify check --record`` writes each run's
     record with it).
     """
+    if not (hasattr(problem, "n_clients") and hasattr(problem, "stochastic_grads")):
+        raise ValueError(f"problem must be an algorithms problem (algorithms.problems: Quadratic, Logistic, "
+                         f"Classifier or your own), got {type(problem).__name__}")
     theorem = resolve_theorem(bound)
     theorem.require_checkable()
     seeds = _seeds(seeds)
@@ -196,6 +199,10 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
         raise ValueError(f"step_sizes must be one of {', '.join(map(repr, STEP_MODES))}, got {step_sizes!r}")
     if step_sizes == "given" and builder.given is None:
         raise ValueError("step_sizes='given' needs an algorithms.Algorithm (a name or factory has no step sizes of its own)")
+    if device is not None:
+        from algorithms.devices import resolve_device
+
+        device = resolve_device(device)
     trace, pattern, T = _as_trace(trace_or_pattern, problem.n_clients, rounds)
     K, N = builder.local_steps, problem.n_clients
     consts, const_info, notes = _constants(problem, constants, N, K, T)

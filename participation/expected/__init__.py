@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..patterns import Cyclic, OnOffCycles, Pattern, ReshuffledCyclic, Uniform
-from ..patterns.base import check_count
+from ..patterns.base import check_count, require_pattern
 from ..delays import per_round_delay
 from . import availability, independent, reshuffled, sampling
 from ._budget import require
@@ -49,6 +49,7 @@ def _deterministic_delays(pattern: Pattern, rounds: int) -> np.ndarray:
 def exact_tau_t(pattern: Pattern, rounds: int) -> np.ndarray:
     """E[τ_t] for t = 0..rounds−1 (FedSUM eq. (4); the exact laws are derived
     here)."""
+    require_pattern(pattern)
     rounds = check_count(rounds, "rounds")
     if pattern.deterministic:
         return _deterministic_delays(pattern, rounds).astype(float)
@@ -74,6 +75,7 @@ def exact_tau_avg(pattern: Pattern, rounds: int) -> float:
 def exact_tau_max_tail(pattern: Pattern, rounds: int) -> np.ndarray:
     """P(τ_max ≥ l) for l = 1..rounds (τ_max over t = 0..T−1, the range of FedSUM
     App. B and the proof of Lemma F.3)."""
+    require_pattern(pattern)
     rounds = check_count(rounds, "rounds")
     if pattern.deterministic:
         return (np.arange(1, rounds + 1) <= _deterministic_delays(pattern, rounds).max()).astype(float)

@@ -19,7 +19,7 @@ from scipy import stats
 from .._random import BLOCK, seed_sequence
 from ..delays import per_round_delay
 from ..patterns import Pattern
-from ..patterns.base import check_count
+from ..patterns.base import check_count, require_pattern
 from ..patterns.sampling import EPOCH_BLOCK
 from ..budget import memory_limit, require_memory
 from . import cycles as _cycles
@@ -337,6 +337,9 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     ``participation.trace.memory_limit()`` (``FEDVERIFY_MEMORY_GB``, else half the
     machine's memory) is refused with a one-line ValueError.
     """
+    require_pattern(pattern)
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise TypeError(f"executor must be a concurrent.futures.Executor (or None), got {type(executor).__name__}")
     rounds = check_count(rounds, "rounds")
     if stderr is not None:
         if reps is not None:

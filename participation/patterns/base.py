@@ -44,6 +44,16 @@ def frozen_array(value, dtype=float) -> np.ndarray:
     return array
 
 
+def require_pattern(pattern, name: str = "pattern") -> None:
+    """A TypeError naming ``pattern`` when it is not a participation pattern (a preset's name is
+    not one: ``participation.patterns.preset(name)`` makes it)."""
+    if isinstance(pattern, str):
+        raise TypeError(f"{name} must be a participation pattern, got the string {pattern[:40]!r}; "
+                        f"participation.patterns.preset({pattern[:40]!r}) makes the preset")
+    if not (hasattr(pattern, "sample_batch") and hasattr(pattern, "n_clients")):
+        raise TypeError(f"{name} must be a participation pattern (participation.patterns), got {type(pattern).__name__}")
+
+
 class Pattern(ABC):
     """Base class; subclasses are frozen dataclasses with an ``n_clients`` field."""
 

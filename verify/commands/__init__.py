@@ -145,23 +145,17 @@ def writable_folder(folder: Path, flag: str, files=()) -> None:
 
 
 def device(text, flag: str = "--device"):
-    """The torch device ``text`` names, checked once for every command that takes one: its
-    name parses, it is one that holds data (not "meta"), and this machine has it (a tensor
-    can be made on it). None stays None (the default, the CPU)."""
+    """The torch device ``text`` names, checked once for every command that takes one
+    (``algorithms.devices.resolve_device``: it parses, holds data, and this machine has it). None
+    stays None (the default, the CPU)."""
     if text is None:
         return None
-    import torch
+    from algorithms.devices import resolve_device
 
-    text = str(text)
     try:
-        dev = torch.device(text.strip())
-    except (RuntimeError, ValueError, TypeError):
-        raise UsageError(f"{flag} {_quote(text)} is not a torch device; e.g. cpu, cuda, cuda:0") from None
-    if dev.type == "meta":
-        raise UsageError(f"{flag} {_quote(text)}: meta tensors hold no data, so nothing can run on them; "
-                         "use cpu or cuda")
-    if dev.type == "cpu":
-        return dev
+        return resolve_device(str(text), flag)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise UsageError(f"{flag} {_quote(text)} is not available here (torch finds no CUDA device)")
     if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
