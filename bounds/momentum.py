@@ -277,7 +277,10 @@ def constant_and_drop(eta_g, rounds: int, eta_l: float, *, nu: float = 0.9, beta
     lengths = np.diff(np.concatenate([[0], ends]))
     if np.any(lengths < 1):
         raise ValueError(f"rounds={rounds} is too few for {len(eta)} stages with eta_g={eta}")
-    products = lengths * np.asarray(eta)
+    with np.errstate(all="ignore"):
+        products = lengths * np.asarray(eta, dtype=float)
+    if not np.all(np.isfinite(products)):
+        raise ValueError(f"eta_g={eta} is too large: a stage's η·T_s must be a finite number")
     if not _same(products, 1e-12):
         eta = tuple(eta[0] * lengths[0] / t for t in lengths)
     if not 0 <= beta1 < 1:

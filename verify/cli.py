@@ -354,7 +354,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings the command shows, as one line each: "fedverify: warning: ...", no source line."""
+    _say(f"fedverify: warning: {_cut(one_line(message))}", sys.stderr if file is None else file)
+
+
 def main(argv=None) -> int:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

@@ -171,11 +171,10 @@ def load_record(path) -> RunRecord:
         raise ValueError(f"cannot read run record {path.name}: {err.strerror or err}") from None
     lines = raw.split(b"\n")
     complete = raw.endswith(b"\n")
-    if not complete and lines and lines[-1]:
-        cut = lines.pop()
-        warnings.warn(f"{path.name}: the last line is cut off ({len(cut)} bytes, a run stopped mid-write); "
-                      f"kept the {max(len([x for x in lines if x.strip()]) - 1, 0)} complete rounds", stacklevel=2)
+    cut = lines.pop() if not complete and lines and lines[-1] else None
     numbered = [(i, text) for i, text in enumerate(lines, start=1) if text.strip()]   # physical line numbers
+    if not numbered and cut is not None:     # a single line without its newline: read it as the header
+        numbered, cut = [(1, cut)], None
     if not numbered:
         raise ValueError(f"{path.name}: empty run record (no header line)")
     entries = []
@@ -183,9 +182,15 @@ def load_record(path) -> RunRecord:
         try:
             entries.append(strict_json(text.decode("utf-8")))
         except UnicodeDecodeError:
-            raise ValueError(f"{_where(path, i)}: not UTF-8 text") from None
+            raise ValueError(f"{_where(path, i)}: not UTF-8 text" + _not_a_record(i)) from None
         except ValueError as err:
-            raise ValueError(f"{_where(path, i)}: not a JSON object ({str(err).splitlines()[0]})") from None
+            raise ValueError(f"{_where(path, i)}: not a JSON object ({str(err).splitlines()[0]})"
+                             + _not_a_record(i)) from None
+        if i == 1:
+            check_header(entries[0], path)
+    if cut is not None:             # a record whose last line was cut off mid-write: keep the complete rounds
+        warnings.warn(f"{path.name}: the last line is cut off ({len(cut)} bytes, a run stopped mid-write); "
+                      f"kept the {max(len(numbered) - 1, 0)} complete rounds", stacklevel=2)
     if numbered[0][0] != 1:
         raise ValueError(f"{_where(path, numbered[0][0])}: the header must be the first line")
     header = check_header(entries[0], path)
@@ -217,6 +222,10 @@ def _client_ids(ids, name: str) -> list[int]:
         bad = a.ravel()[0] if not np.issubdtype(a.dtype, np.number) else a[~(a == np.round(a))].ravel()[:1]
         raise ValueError(f"{name} must hold integer client ids, got {np.asarray(bad).tolist()!r}")
     return sorted(int(i) for i in a.astype(np.int64).ravel())
+
+
+def _not_a_record(line: int) -> str:
+    return "; not a fedverify run record" if line == 1 else ""
 
 
 def _json_number(value):

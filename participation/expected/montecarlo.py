@@ -346,7 +346,10 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
             raise ValueError("give reps or stderr, not both")
         if isinstance(stderr, bool) or not isinstance(stderr, (int, float)) or not 0 < stderr < float("inf"):
             raise ValueError(f"stderr must be a positive number, got {stderr!r}")
-        return _to_precision(pattern, rounds, float(stderr), check_count(max_reps, "max_reps"), seed,
+        max_reps = check_count(max_reps, "max_reps")
+        if max_reps < 2:
+            raise ValueError(f"max_reps must be at least 2 (a standard error needs two replicates), got {max_reps}")
+        return _to_precision(pattern, rounds, float(stderr), max_reps, seed,
                              executor=executor, chunk_size=chunk_size, device=device, confidence=confidence,
                              quantiles=quantiles, keep_samples=keep_samples, progress=progress, method=method)
     if reps is None:

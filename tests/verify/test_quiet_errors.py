@@ -1,0 +1,51 @@
+"""One-line errors are not preceded by numpy warnings or two-line Python warnings, and a file that
+is not a run record is called so (not "cut off")."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verify.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _stderr(argv):
+    done = subprocess.run([sys.executable, "-m", "verify", *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    return done.returncode, done.stderr
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["mc", "P1", "-T", "10", "--stderr", "1", "--max-reps", "1"], "max_reps must be at least 2"),
+    (["check", "--theorem", "momentum.theorem_4_1", "-N", "4", "-T", "10", "--seeds", "2", "--set",
+      "stages=1e308,1e308", "--no-progress"], "is too large"),
+])
+def test_no_warning_before_the_one_line_error(argv, fragment, tmp_path):
+    code, err = _stderr([*argv, *(["-o", str(tmp_path)] if argv[0] == "check" else [])])
+    assert code == 2 and err.count("\n") == 1 and fragment in err and "Warning" not in err
+
+
+def test_a_file_that_is_not_a_record_is_called_so(tmp_path, capsys):
+    path = tmp_path / "notes.jsonl"
+    path.write_text("# my notes\nnot json at all")
+    assert main(["check-run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a fedverify run record" in err and "cut off" not in err
+
+
+def test_a_cut_off_record_warns_in_one_line(tmp_path):
+    from verify.records import RunRecorder
+
+    path = tmp_path / "cut.jsonl"
+    constants = {"L": 1.0, "sigma2": 0.1, "delta_f": 1.0, "F0": 1.0}
+    with RunRecorder(path, 2, algorithm="fedsum", local_steps=1, step_sizes={"eta_g": 1.0, "eta_l": 0.01},
+                     constants=constants) as rec:
+        for t in range(3):
+            rec.record_round(t, [0, 1], [0, 1], grad_norm2=0.5)
+    with open(path, "a") as f:
+        f.write('{"round": 3, "sel')
+    code, err = _stderr(["check-run", str(path)])
+    assert code == 0 and err == ("fedverify: warning: cut.jsonl: the last line is cut off (17 bytes, a run stopped "
+                                 "mid-write); kept the 3 complete rounds\n")
