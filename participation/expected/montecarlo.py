@@ -341,6 +341,9 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise TypeError(f"executor must be a concurrent.futures.Executor (or None), got {type(executor).__name__}")
     rounds = check_count(rounds, "rounds")
+    horizon = getattr(pattern, "horizon", None)
+    if horizon is not None and rounds > horizon:     # as sample refuses it, whichever sampler runs
+        raise ValueError(f"this pattern defines probabilities for {horizon} rounds, {rounds} requested")
     if stderr is not None:
         if reps is not None:
             raise ValueError("give reps or stderr, not both")

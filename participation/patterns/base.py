@@ -72,6 +72,11 @@ class Pattern(ABC):
         reps = check_count(reps, "reps")
         start = check_count(start, "start", minimum=0)
         first_replicate = check_count(first_replicate, "first_replicate", minimum=0)
+        from ..budget import require_memory
+
+        # the traces themselves (a bool per cell), and the uniforms of one block they are drawn from
+        require_memory(float(reps) * rounds * self.n_clients + 8.0 * reps * min(rounds, BLOCK) * self.n_clients,
+                       f"{reps} trace(s) of {rounds} rounds × {self.n_clients} clients")
         root = seed_sequence(seed)
         return self._generate(root, range(first_replicate, first_replicate + reps), start, start + rounds)
 

@@ -35,8 +35,11 @@ def test_strict_json_reads_what_json_reads():
 
 
 def _record_lines(tmp_path, header_extra="", round_extra=""):
+    from verify.records import FORMAT, VERSION
+
     path = tmp_path / "r.jsonl"
-    header = '{"fedverify_run_record": 1, "n_clients": 2, "local_steps": 1' + header_extra + "}"
+    header = (f'{{"format": "{FORMAT}", "version": {VERSION}, "n_clients": 2, "local_steps": 1, '
+              '"constants": {"L": 1, "sigma2": 0.1, "delta_f": 1, "F0": 1}' + header_extra + "}")
     rnd = '{"round": 0, "selected": [0], "replied": [0], "grad_norm2": 0.5' + round_extra + "}"
     path.write_text(header + "\n" + rnd + "\n")
     return path

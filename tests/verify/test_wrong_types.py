@@ -45,3 +45,22 @@ def test_check_names_a_problem_that_is_not_one(small, problem):
         check("fedavg", problem, small[1].sample(5, seed=0))
     with pytest.raises(ValueError, match="problem must be an algorithms problem"):
         algorithms.run(algorithms.get("fedavg"), problem, small[1].sample(5, seed=0))
+
+
+def test_monte_carlo_refuses_the_rounds_sample_refuses():
+    import numpy as np
+
+    from participation.patterns import Bernoulli
+
+    short = Bernoulli(np.full((5, 3), 0.5))
+    for call in (lambda: short.sample(10, seed=0), lambda: expected.monte_carlo(short, 10, 4)):
+        with pytest.raises(ValueError, match="defines probabilities for 5 rounds, 10 requested"):
+            call()
+    assert expected.monte_carlo(short, 5, 4, seed=0).tau_max.mean >= 0
+
+
+@pytest.mark.parametrize("rounds, reps", [(10 ** 12, 1), (10 ** 6, 10 ** 4)])
+def test_sampling_more_than_memory_holds_is_one_line(rounds, reps, monkeypatch):
+    monkeypatch.setenv("FEDVERIFY_MEMORY_GB", "1")
+    with pytest.raises(ValueError, match="memory limit"):
+        preset("P1").sample_batch(rounds, reps, seed=0)
