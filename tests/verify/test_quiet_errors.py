@@ -49,3 +49,30 @@ def test_a_cut_off_record_warns_in_one_line(tmp_path):
     code, err = _stderr(["check-run", str(path)])
     assert code == 0 and err == ("fedverify: warning: cut.jsonl: the last line is cut off (17 bytes, a run stopped "
                                  "mid-write); kept the 3 complete rounds\n")
+
+
+def test_an_event_log_naming_a_device_twice_is_refused(tmp_path):
+    from participation.events import load_events
+
+    path = tmp_path / "events.json"
+    path.write_text('{"format": "fedverify-events", "devices": {"a": [[0, 1]], "a": [[5, 1]]}}')
+    with pytest.raises(ValueError, match="'a' appears twice"):
+        load_events(path)
+
+
+@pytest.mark.parametrize("mask_shape", [(5, 1), (1, 4)])
+def test_delays_of_a_one_client_or_one_round_trace(tmp_path, capsys, mask_shape):
+    import numpy as np
+
+    from participation import Trace
+
+    path = tmp_path / "t.npz"
+    Trace(np.ones(mask_shape, dtype=bool)).save(path)
+    assert main(["delays", "--trace", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "tau_max=0" in out.replace(" ", "") or "tau_max 0" in out or "tau_max is 0" in out
+
+
+def test_clients_with_a_data_set_is_refused_not_ignored(capsys):
+    assert main(["delays", "--trace", "mobiperf", "--clients", "5"]) == 2
+    assert "sets its own clients" in capsys.readouterr().err

@@ -18,6 +18,9 @@ def _trace(args):
     rule = {"rule": args.rule, "fraction": args.fraction}
     if args.fraction is not None and args.rule != "fraction":
         raise UsageError(f"--fraction needs --rule fraction, got --rule {args.rule}")
+    if args.clients is not None and (args.trace in DATASETS or args.round_seconds is not None):
+        raise UsageError(f"--clients {args.clients}: {args.trace} sets its own clients (one per device of the "
+                         "data set or event log); --clients is for a bare list of active-id lists")
     if args.trace in DATASETS:
         from participation import datasets
 
@@ -75,11 +78,13 @@ def _drivers(mask, ids) -> list[str]:
     n = mask.shape[1]
     top = np.argsort(-drivers.tau_share, kind="stable")[:5]
     lines = ["  what drives the delays (clients seen at least once; ids are columns of the trace):",
-             "    tau_max set by client " + ", ".join(str(int(ids[c])) for c in dict.fromkeys(drivers.setters.tolist())),
+             ("    tau_max set by client " + ", ".join(str(int(ids[c])) for c in dict.fromkeys(drivers.setters.tolist()))
+              if drivers.setters.size else "    tau_max is 0: no client sets it"),
              "    largest shares of sum_t tau_t: " + ", ".join(
                  f"{int(ids[c])} {drivers.tau_share[c]:.1%} (available {drivers.availability[c]:.1%})" for c in top)]
-    ks = [k for k in (1, 5, 10, n // 10, n // 4) if 0 < k < n]
-    ks = sorted(set(ks))
+    ks = sorted({k for k in (1, 5, 10, n // 10, n // 4) if 0 < k < n})
+    if not ks:          # one client: there is no one to exclude
+        return lines + ["    excluding clients: one client only, none to exclude"]
     for name, order in (("least available", None),
                         ("longest absence", np.argsort(-drivers.longest_absence, kind="stable"))):
         curve = exclusion_curve(mask, ks, order=order)
