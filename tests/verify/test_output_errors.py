@@ -44,3 +44,16 @@ def test_a_json_sweep_spec_with_a_repeated_key_is_refused_as_toml_refuses_it(tmp
     toml.write_text("[check]\nrounds = 10\nrounds = 20\n")
     with pytest.raises(ValueError):
         load_spec(toml)
+
+
+def test_experiment_into_a_pipe_closed_early_still_writes_its_results(tmp_path):
+    """`fedverify experiment ... | head -1`: the reader goes after the first line; the runs go on and
+    the result files are written, with a quiet exit."""
+    out = tmp_path / "exp"
+    script = (f"{sys.executable} -m verify experiment fedsum --dataset digits -N 10 -T 3 --algorithms fedavg fedsum "
+              f"--patterns P1 -o {out} | head -1; exit ${{PIPESTATUS[0]}}")
+    done = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("run 1/2: ") and done.stdout.count("\n") == 1
+    assert "Broken pipe" not in done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["experiment.csv", "experiment.json", "experiment.png", "runs"]

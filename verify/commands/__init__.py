@@ -20,6 +20,30 @@ def announce(text: str) -> None:
     print(f"fedverify: {text}", file=sys.stderr, flush=True)
 
 
+def progress_line(text: str) -> None:
+    """A line on stdout while a command works (a finished run, a table). A reader that has gone
+    (``| head -1``) or an output that cannot be written stops these lines, never the work: the
+    command goes on and writes its result files."""
+    global _STDOUT_GONE
+    if _STDOUT_GONE or sys.stdout is None:
+        return
+    try:
+        print(text, flush=True)
+    except (BrokenPipeError, OSError, ValueError):
+        _STDOUT_GONE = True
+        import os
+
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+
+
+_STDOUT_GONE = False
+
+
 def show_progress(args) -> bool:
     return not getattr(args, "no_progress", False) and sys.stderr.isatty()
 

@@ -5,7 +5,7 @@ import math
 from pathlib import Path
 
 from ..usage import UsageError
-from . import announce, device, load_plugins, show_progress, writable_folder
+from . import announce, device, load_plugins, progress_line, show_progress, writable_folder
 
 #: The files ``experiment`` writes into --output.
 OUTPUT_FILES = ("experiment.json", "experiment.csv", "experiment.png", "tuning.csv")
@@ -56,7 +56,7 @@ def run(args) -> str:
                  f"rounds to go, about {human_seconds(seconds)}")
         tuning = experiment.tune_rates(problem, tune_rounds, pattern=args.tune_pattern, runs_folder=runs_folder,
                                        problem_key=key, **options)
-        print(experiment.tuning_table(tuning), flush=True)
+        progress_line(experiment.tuning_table(tuning))
         eta_l, eta_g = next((r["eta_0"], r["eta_g"]) for r in tuning if r["chosen"])
     else:
         eta_g = args.eta_g
@@ -73,7 +73,7 @@ def run(args) -> str:
     def finished(done, name, pattern, curve, elapsed):
         acc = f", test accuracy {curve['accuracy'][-1]:.3f}" if curve["accuracy"].size else ""
         how = "read back" if elapsed == 0.0 else f"{elapsed:.1f} s"
-        print(f"run {done}/{runs}: {name} on {pattern}: loss {curve['loss'][-1]:.4g}{acc} ({how})", flush=True)
+        progress_line(f"run {done}/{runs}: {name} on {pattern}: loss {curve['loss'][-1]:.4g}{acc} ({how})")
 
     result = experiment.fedsum_experiment(problem, args.rounds, algorithms=algorithms, patterns=args.patterns,
                                           progress=show_progress(args), on_run=finished, runs_folder=runs_folder,
