@@ -60,6 +60,7 @@ import re
 import reprlib
 import signal
 import socket
+import stat
 import sys
 import threading
 import time
@@ -890,7 +891,11 @@ def _record_problem(record, name: str) -> str | None:
 
 
 def _read_record(path: Path) -> dict:
-    """The record in ``path``, or a one-line ValueError naming the file and saying what is wrong."""
+    """The record in ``path``, or a one-line ValueError naming the file and saying what is wrong
+    (a pipe or a folder in its place is never opened: a pipe would block)."""
+    info = path.stat()             # FileNotFoundError: no record
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"{path.name} is not a sweep record (not a regular file)")
     with open(path, "rb") as f:
         data = f.read(_MAX_RECORD_BYTES + 1)
     problem = None
@@ -1221,6 +1226,13 @@ class _Run:
             self.claims.release(cell.key)
             self._done(i, record, "elsewhere")
             return False
+        blocked = self.cells / f"{cell.key}.json"
+        if os.path.lexists(blocked) and not blocked.is_file():
+            self.claims.release(cell.key)        # its record could never be written there
+            self.failed.append((cell.key, f"{_describe(cell)}: {blocked.name} is in the way (not a regular file); "
+                                          "remove it to run this cell"))
+            self.bar.update(1)
+            return True
         if self.executor is None:
             self.bar.set_postfix_str(_describe(cell), refresh=False)
             try:

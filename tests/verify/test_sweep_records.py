@@ -82,3 +82,30 @@ def test_records_are_read_safely(tmp_path):
         with pytest.raises(ValueError, match=rf"{name} is not a sweep record \(not JSON\)"):
             sweep.load_results(out)
     assert sweep.finished_keys({"monte_carlo": SMALL["monte_carlo"]}, out) == set()
+
+
+def test_a_pipe_or_folder_in_place_of_a_record_neither_hangs_nor_stops_the_sweep(tmp_path):
+    """cells/<key>.json that is a FIFO (opening it would block) or a folder (no record can replace
+    it): those cells fail with a one-line reason, the others run, nothing hangs."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import os, sys
+        from pathlib import Path
+        from verify import sweep
+        spec = sweep.parse_spec({{"monte_carlo": {{"patterns": ["P2"], "n_clients": 5, "rounds": 10, "reps": 4,
+                                                   "seeds": [0, 1, 2]}}}})
+        keys = [c.key for c in sweep.iter_cells(spec)]
+        cells = Path({str(tmp_path)!r}) / "out" / "cells"
+        cells.mkdir(parents=True)
+        os.mkfifo(cells / f"{{keys[0]}}.json")
+        (cells / f"{{keys[1]}}.json").mkdir()
+        try:
+            sweep.run_sweep(spec, cells.parent, progress=False)
+        except sweep.SweepError as err:
+            print(len(err.outcome.failed), err.outcome.ran, "in the way" in str(err.outcome.failed))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["2", "1", "True"], done.stdout + done.stderr
