@@ -259,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     delays.add_argument("presets", nargs="*", default=DefaultNames(MAIN_PRESETS), help=f"preset names (default: {' '.join(MAIN_PRESETS)}); 'reference' for FedSUM's table; see --list")
     delays.add_argument("--trace", metavar="FILE|DATASET", type=_path,
                         help="instead of presets: a saved trace (.npz, .csv, .json; formats in participation.trace), "
+                             "a run record (.jsonl: its replied sets S_t), "
                              "an availability event log (JSON: fedverify's, FLASH's or FedScale-style; needs "
                              "--round-seconds) or a shipped real data set (mobiperf)")
     delays.add_argument("--round-seconds", type=_positive(float), metavar="S",

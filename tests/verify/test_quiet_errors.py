@@ -76,3 +76,26 @@ def test_delays_of_a_one_client_or_one_round_trace(tmp_path, capsys, mask_shape)
 def test_clients_with_a_data_set_is_refused_not_ignored(capsys):
     assert main(["delays", "--trace", "mobiperf", "--clients", "5"]) == 2
     assert "sets its own clients" in capsys.readouterr().err
+
+
+def test_delays_reads_the_participation_of_a_run_record(tmp_path, capsys):
+    import numpy as np
+
+    from participation import delay_metrics
+    from verify.records import RunRecorder
+
+    mask = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0]], dtype=bool)
+    path = tmp_path / "run.jsonl"
+    with RunRecorder(path, 3, algorithm="fedavg", local_steps=1) as rec:
+        for t, row in enumerate(mask):
+            rec.record_round(t, [0, 1, 2], np.flatnonzero(row), grad_norm2=1.0)
+    assert main(["delays", "--trace", str(path)]) == 0
+    m = delay_metrics(mask)
+    out = capsys.readouterr().out
+    assert "run record" in out and f"tau_max={m.tau_max}" in out and f"tau_avg={m.tau_avg:.4f}" in out
+
+
+def test_check_paper_says_up_front_how_many_runs(tmp_path):
+    code, err = _stderr(["check", "--paper", "momentum", "-T", "10", "-N", "4", "--seeds", "2", "--no-progress",
+                         "-o", str(tmp_path)])
+    assert code == 0 and err.startswith("fedverify: check: 4 theorems of momentum, ") and " runs of 10 rounds" in err

@@ -126,8 +126,9 @@ def _announce_check(tables, problem, args, device, hparams) -> None:
     algorithms.run(algorithm, problem, trace, seed=0, device=device)
     runs = sum(len(n) * len(p) for _, n, p in tables) * args.seeds
     seconds = (time.perf_counter() - start) / short * args.rounds * args.local_steps / steps * runs
-    if seconds > 30:
-        announce(f"check: {runs} runs of {args.rounds} rounds, about {human_seconds(seconds)}")
+    if seconds > 30 or args.paper:
+        which = f"{len(tables)} theorems of {args.paper}, " if args.paper else ""
+        announce(f"check: {which}{runs} runs of {args.rounds} rounds, about {human_seconds(seconds)}")
 
 
 def _needs_admissible_row(result, theorem) -> bool:

@@ -32,6 +32,11 @@ def _trace(args):
 
         log = load_events(args.trace)
         return log.to_trace(args.round_seconds, **rule), f"{Path(args.trace).name} ({args.round_seconds:g} s rounds, rule {args.rule})"
+    if Path(args.trace).suffix.lower() == ".jsonl":        # a run record: its replied sets S_t
+        from ..records import load_record
+
+        record = load_record(args.trace)
+        return record.trace, f"{Path(args.trace).name} (run record: the replied sets S_t)"
     if Path(args.trace).suffix.lower() == ".json" and _looks_like_events(args.trace):
         raise UsageError(f"{Path(args.trace).name} is an availability event log: give --round-seconds to cut it into rounds")
     return Trace.load(args.trace, n_clients=args.clients), Path(args.trace).name
