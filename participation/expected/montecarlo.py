@@ -110,8 +110,20 @@ def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, d
     elif rounds * pattern.n_clients * count > CHUNK_CELLS:
         return _streamed_trace_delays(pattern, rounds, root, first, count, on_window)
     else:
-        tau = per_round_delay(pattern.sample_batch(rounds, count, root, first_replicate=first))
+        tau = per_round_delay(_batch(pattern, rounds, count, root, first_replicate=first))
     return tau.max(axis=1), tau.mean(axis=1)
+
+
+def _batch(pattern: Pattern, rounds: int, count: int, root, **where) -> np.ndarray:
+    """``pattern.sample_batch`` checked to be what it promises (a user's pattern may not be): a
+    bool array (count, rounds, n_clients)."""
+    mask = pattern.sample_batch(rounds, count, root, **where)
+    want = (count, rounds, pattern.n_clients)
+    if not isinstance(mask, np.ndarray) or mask.shape != want or mask.dtype != bool:
+        got = f"shape {getattr(mask, 'shape', None)}, dtype {getattr(mask, 'dtype', type(mask).__name__)}"
+        raise ValueError(f"{type(pattern).__name__}.sample_batch returned {got}; it must return a bool array "
+                         f"of shape {want} (replicates, rounds, clients)")
+    return mask
 
 
 def stream_window(n_clients: int, count: int = 1) -> int:
@@ -144,7 +156,7 @@ def _streamed_trace_delays(pattern: Pattern, rounds: int, root, first: int, coun
     tau_sum = np.zeros(count, dtype=np.int64)
     for start in range(0, rounds, window):
         stop = min(rounds, start + window)
-        mask = pattern.sample_batch(stop - start, count, root, start=start, first_replicate=first)
+        mask = _batch(pattern, stop - start, count, root, start=start, first_replicate=first)
         t = np.arange(start, stop, dtype=np.int32)
         a = np.where(mask, t[None, :, None], np.int32(-1))
         del mask

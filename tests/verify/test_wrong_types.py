@@ -64,3 +64,22 @@ def test_sampling_more_than_memory_holds_is_one_line(rounds, reps, monkeypatch):
     monkeypatch.setenv("FEDVERIFY_MEMORY_GB", "1")
     with pytest.raises(ValueError, match="memory limit"):
         preset("P1").sample_batch(rounds, reps, seed=0)
+
+
+@pytest.mark.parametrize("shape_of", [lambda reps, rounds, n: (reps, rounds, n - 1), lambda reps, rounds, n: (reps, rounds)])
+def test_a_user_pattern_of_the_wrong_shape_is_named_not_read_as_zero_delay(shape_of):
+    import dataclasses
+
+    import numpy as np
+
+    from participation.patterns.base import Pattern
+
+    @dataclasses.dataclass(frozen=True)
+    class Mine(Pattern):
+        n_clients: int = 4
+
+        def _generate(self, root, replicates, start, stop):
+            return np.ones(shape_of(len(replicates), stop - start, self.n_clients), dtype=bool)
+
+    with pytest.raises(ValueError, match="Mine.sample_batch returned shape"):
+        expected.monte_carlo(Mine(), 10, 4, seed=0, method="trace")
