@@ -99,3 +99,14 @@ def test_check_paper_says_up_front_how_many_runs(tmp_path):
     code, err = _stderr(["check", "--paper", "momentum", "-T", "10", "-N", "4", "--seeds", "2", "--no-progress",
                          "-o", str(tmp_path)])
     assert code == 0 and err.startswith("fedverify: check: 4 theorems of momentum, ") and " runs of 10 rounds" in err
+
+
+def test_mc_to_a_precision_says_up_front_its_longest_time(monkeypatch, capsys):
+    import verify.commands as commands
+    from participation.patterns import preset
+
+    monkeypatch.setattr(commands, "_mc_seconds", lambda pattern, rounds, reps, method="auto": reps * 0.01)
+    commands.announce_mc("P1", preset("P1"), 2000, 1 << 20, stderr=1e-6)
+    err = capsys.readouterr().err
+    assert err.startswith("fedverify: P1: until both standard errors are ≤ 1e-06, at most 1048576 traces")
+    assert "at most about" in err

@@ -90,13 +90,20 @@ def _mc_seconds(pattern, rounds: int, reps: int, method: str = "auto") -> float:
     return timed(rounds, 1)[0] * reps
 
 
-def announce_mc(name: str, pattern, rounds: int, reps: int, workers: int = 1, method: str = "auto") -> None:
+def announce_mc(name: str, pattern, rounds: int, reps: int, workers: int = 1, method: str = "auto",
+                stderr: float | None = None) -> None:
+    """Say before long Monte-Carlo work how long it will take; with ``stderr`` (run to a target
+    precision), ``reps`` is the most replicates it may take and the time is an upper limit."""
     from ..budget import human_seconds
 
     seconds = _mc_seconds(pattern, rounds, reps, method) / workers
     if seconds > 20:
-        announce(f"{name}: {reps} traces of {rounds} rounds × {pattern.n_clients} clients, about "
-                  f"{human_seconds(seconds)}")
+        if stderr is None:
+            announce(f"{name}: {reps} traces of {rounds} rounds × {pattern.n_clients} clients, about "
+                     f"{human_seconds(seconds)}")
+        else:
+            announce(f"{name}: until both standard errors are ≤ {stderr:g}, at most {reps} traces of {rounds} rounds "
+                     f"× {pattern.n_clients} clients, at most about {human_seconds(seconds)}")
 
 
 def check_plot(path, flag: str = "--plot") -> None:

@@ -70,9 +70,11 @@ def run(args) -> str:
         args.reps = 1000
     require_mc_memory(args.reps if args.reps is not None else args.max_reps)
     patterns = {name: _pattern(name, args) for name in args.presets}    # unknown names fail before any work
-    if args.reps is not None:
-        for name, pattern in patterns.items():
+    for name, pattern in patterns.items():
+        if args.reps is not None:
             announce_mc(name, pattern, args.rounds, args.reps, args.workers, args.method)
+        else:
+            announce_mc(name, pattern, args.rounds, args.max_reps, args.workers, args.method, stderr=args.stderr)
     executor = None
     args.workers = min(args.workers, args.reps if args.reps is not None else args.max_reps)   # no idle workers
     if args.workers > 1:
