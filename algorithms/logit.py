@@ -262,6 +262,11 @@ class LOGIT(Algorithm):
         off = torch.nonzero(torch.ones(n, dtype=torch.bool, device=before.x.device).index_fill(0, active, False)).flatten()
         if not off.numel():
             return {"generator_error": 0.0}
+        return {"generator_error": float(self.path_errors(before, after, problem, off).sum()) / n}
+
+    def path_errors(self, before, after, problem, off) -> torch.Tensor:
+        """e_n = (1/I) Σ_{i<I} ‖g̃_n − ∇F_n(x^n_{t,i})‖² for the unavailable clients ``off`` (the
+        summand of eq. (23); see ``observe``), one value per client, all of them in one batch."""
         surrogate = after.updates[off] / (self.eta_l * self.local_steps)
         X = before.x.expand(off.numel(), -1)
         total = torch.zeros(off.numel(), dtype=X.dtype, device=X.device)
@@ -269,7 +274,7 @@ class LOGIT(Algorithm):
             G = problem.grads_at(X, off)
             total = total + (surrogate - G).square().sum(dim=1)
             X = X - self.eta_l * G
-        return {"generator_error": float(total.sum()) / (self.local_steps * n)}
+        return total / self.local_steps
 
     # ------------------------------------------------------------------ generator
 

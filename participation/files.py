@@ -16,6 +16,7 @@ import io
 import json
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -39,13 +40,13 @@ def _unique_keys(pairs) -> dict:
 def _integer(literal: str) -> int:
     digits = len(literal.lstrip("-"))
     value = int(literal) if digits <= FLOAT_DIGITS else None
-    try:
-        if value is not None:
-            float(value)
-            return value
-    except OverflowError:
-        pass
-    raise ValueError(f"the integer {literal[:12]}… has {digits} digits, beyond any float")
+    if value is None or abs(value) > _LARGEST_FLOAT:
+        raise ValueError(f"the integer {literal[:12]}… has {digits} digits, beyond any float")
+    return value
+
+
+#: The largest finite float as an int (integers above it overflow a float).
+_LARGEST_FLOAT = int(sys.float_info.max)
 
 
 def _no_constant(name: str):

@@ -15,6 +15,7 @@ from importlib import import_module
 
 from .catalogue import (ALGORITHM_NAMES, CHECK_ALGORITHMS, CONSTANT_SOURCES, DEFAULT_CLIENTS, EXPERIMENT_ROUNDS,
                         MAIN_PRESETS, MC_METHODS, PAPERS, PROBLEMS, DefaultNames)
+from .commands import stdout_to_devnull
 from .usage import UsageError, one_line
 
 CHECK_HELP = f"""\
@@ -406,26 +407,12 @@ def _main(argv=None) -> int:
         _say(output, sys.stdout)
         sys.stdout.flush()
     except BrokenPipeError:       # the reader has gone (``| head``): a quiet end, for every command
-        _stdout_to_devnull()
+        stdout_to_devnull()
     except OSError as err:        # a full disk, a closed descriptor: say so once, on stderr
-        _stdout_to_devnull()
+        stdout_to_devnull()
         _say(f"fedverify: error: cannot write the output ({err.strerror or type(err).__name__})", sys.stderr)
         return 2
     return 0
-
-
-def _stdout_to_devnull() -> None:
-    """Point file descriptor 1 at /dev/null, so that what is still buffered for a reader that
-    has gone is dropped instead of failing again when Python flushes at exit."""
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):     # stdout has no descriptor left (closed): nothing to point
-        pass
-    finally:
-        os.close(devnull)
 
 
 def _cut(line: str) -> str:

@@ -62,17 +62,16 @@ def _records(records) -> list[RunRecord]:
     out = [r if isinstance(r, RunRecord) else load_record(r) for r in records]
     if not out:
         raise ValueError("check_run needs at least one record")
-    seen: dict = {}
+    paths, runs = set(), set()
     for r in out:
-        key = (r.path and str(Path(r.path).resolve()), )
-        content = (r.mask.tobytes(), tuple(sorted((k, np.asarray(v, dtype=float).tobytes()) for k, v in r.metrics.items())),
-                   r.header.get("seed"))
-        for other, (k2, c2) in seen.items():
-            if (key[0] is not None and key == k2) or content == c2:
-                name = Path(r.path).name if r.path else "a record"
-                raise ValueError(f"{name} is given twice (the same file or the same run): one run is one sample, "
-                                 "not several; give records of distinct seeds")
-        seen[id(r)] = (key, content)
+        path = str(Path(r.path).resolve()) if r.path else None
+        run = (r.mask.tobytes(), r.header.get("seed"),
+               tuple(sorted((k, np.asarray(v, dtype=float).tobytes()) for k, v in r.metrics.items())))
+        if (path is not None and path in paths) or run in runs:
+            raise ValueError(f"{Path(r.path).name if r.path else 'a record'} is given twice (the same file or the same "
+                             "run): one run is one sample, not several; give records of distinct seeds")
+        paths.add(path)
+        runs.add(run)
     return out
 
 
@@ -120,18 +119,10 @@ def _constants(record: RunRecord, constants) -> tuple[Constants, dict]:
     consts = Constants(L=float(given["L"]), sigma2=float(given["sigma2"]), delta_f=float(given["delta_f"]),
                        F0=float(given["F0"]) if given.get("F0") is not None else 0.0,
                        n_clients=record.n_clients, local_steps=int(K), rounds=record.n_rounds)
-    info = {k: {"value": given[k], "exact": None} for k in ("L", "sigma2", "delta_f", "F0") if k in given}
+    info = {k: {"value": given[k], "exact": None} for k in ("L", "sigma2", "delta_f", "F0") if given.get(k) is not None}
     if given.get("source"):
         info["source"] = given["source"]
     return consts, info
-
-
-def _given_f0(constants):
-    if constants is None:
-        return None
-    if isinstance(constants, dict):
-        return constants.get("F0")
-    return getattr(constants, "F0", None)
 
 
 def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confidence: float = 0.95) -> CheckResult:
@@ -174,7 +165,7 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         bound = _evaluate(spec, constants=consts, tau_max=m.tau_max, tau_avg=m.tau_avg, eta_g=steps.get("eta_g"),
                           eta_l=steps.get("eta_l"),
                           algorithm=algorithm if algorithm in ("fedsum-b", "fedsum", "fedsum-cr") else None)
-    if (first.header.get("constants") or {}).get("F0") is None and _given_f0(constants) is None:
+    if "F0" not in const_info:           # never taken as 0: refused when the bound depends on it
         other = dataclasses.replace(consts, F0=1.0)
         again = (_evaluate(spec, constants=other, expected_tau_max=tau[0], expected_tau_avg=tau[1]) if spec.expectation else
                  _evaluate(spec, constants=other, tau_max=tau[0], tau_avg=tau[1], eta_g=steps.get("eta_g"),

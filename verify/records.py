@@ -278,32 +278,8 @@ class RunRecorder:
         else:
             header["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._create(header)
+            self._append(header, new=True)
             self.next_round = 0
-
-    def _create(self, header: dict) -> None:
-        """Write the header of a new record, exclusively: of several recorders started at once on
-        one path, the one that first holds an exclusive lock on the empty file writes it and the
-        others are refused (an empty file already there counts as new)."""
-        line = (json.dumps(header, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n").encode("utf-8")
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
-        try:
-            try:
-                import fcntl
-
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except ImportError:
-                pass
-            except OSError:
-                raise ValueError(f"{self.path.name} is being created by another recorder; choose another path") from None
-            if os.fstat(fd).st_size:
-                raise ValueError(f"{self.path.name} was created by another recorder at the same time; "
-                                 "choose another path")
-            if os.write(fd, line) != len(line):
-                raise OSError(f"short write to {self.path.name}")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
     def _truncate_to_complete_lines(self) -> None:
         raw = self.path.read_bytes()
@@ -312,16 +288,33 @@ class RunRecorder:
             with open(self.path, "r+b") as f:
                 f.truncate(keep)
 
-    def _append(self, entry: dict) -> None:
+    def _append(self, entry: dict, *, new: bool = False) -> None:
+        """Append one line and flush it to disk. ``new``: the header of a new record, written
+        exclusively: of several recorders started at once on one path, the one that first holds an
+        exclusive lock on the empty file writes it, the others are refused (an empty file already
+        there counts as new)."""
         line = (json.dumps(entry, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n").encode("utf-8")
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         try:
-            written = os.write(fd, line)
-            if written != len(line):
+            if new:
+                self._claim_empty(fd)
+            if os.write(fd, line) != len(line):
                 raise OSError(f"short write to {self.path.name}")
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def _claim_empty(self, fd: int) -> None:
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:            # no advisory locks (Windows): no coordination
+            pass
+        except OSError:
+            raise ValueError(f"{self.path.name} is being created by another recorder; choose another path") from None
+        if os.fstat(fd).st_size:
+            raise ValueError(f"{self.path.name} was created by another recorder at the same time; choose another path")
 
     def record_round(self, t: int, selected, replied, **metrics) -> None:
         """Append round ``t`` (must be ``next_round``): who was sent work, who replied, and numbers."""

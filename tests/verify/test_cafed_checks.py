@@ -23,40 +23,13 @@ from verify import theorems
 from verify.checking import check
 from verify.theorems import cafed as vc
 
+from .test_theorems import Closed
+
 N, DIM, T, E = 6, 3, 30, 2
 PI = np.array([0.5, 0.6, 0.7, 0.8, 0.5, 0.9])
 LAM = np.array([0.3, 0.0, 0.5, -0.1, 0.2, 0.4])
 ALPHA = np.full(N, 1 / N)
 BIAS = "measured bias F(w_B*) − F*"
-
-
-class Closed:
-    """Quadratic clients in numpy: A_k (N, d, d), b_k (N, d)."""
-
-    def __init__(self, problem: Quadratic):
-        A = problem.A.cpu().double().numpy()
-        self.A = np.stack([np.diag(a) for a in A]) if A.ndim == 2 else A
-        self.b = problem.b.cpu().double().numpy()
-        eig = np.linalg.eigvalsh(self.A)
-        self.L, self.mu = float(eig[:, -1].max()), float(eig[:, 0].min())
-
-    def grads(self, x):
-        return np.einsum("nij,nj->ni", self.A, np.asarray(x, float)[None, :] - self.b)
-
-    def losses(self, x):
-        D = np.asarray(x, float)[None, :] - self.b
-        return 0.5 * np.einsum("ni,nij,nj->n", D, self.A, D)
-
-    def minimum(self, w):
-        """argmin and min of Σ_k w_k f_k: (Σ w_k A_k)⁻¹ Σ w_k A_k b_k."""
-        w = np.asarray(w, float)
-        x = np.linalg.solve(np.einsum("n,nij->ij", w, self.A), np.einsum("n,nij,nj->i", w, self.A, self.b))
-        return x, float(w @ self.losses(x))
-
-    def bias(self, alpha, p) -> float:
-        """ε_bias = F(w_B*) − F* (CA-Fed eq. (10))."""
-        w_b, _ = self.minimum(p)
-        return float(alpha @ self.losses(w_b)) - self.minimum(alpha)[1]
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ from verify import check, theorems
 from verify.catalogue import CHECK_ALGORITHMS, THEOREM_LIST
 from verify.cli import main
 from verify.theorems import Theorem
-from verify.theorems.delay import delay_plan
 from verify.theorems.measures import average_grad_norm2
 
 # ---- place 1: the formula (as it would sit in a bounds module)
@@ -91,15 +90,3 @@ def test_the_new_theorem_goes_through_the_delay_plan_and_can_fail(registered):
     lie = check("fedavg", problem, trace, false, seeds=3, local_steps=2)
     assert lie.verdict == "violated" and lie.measured == pytest.approx(true.measured, rel=1e-12)
     assert np.isfinite(lie.lower) and lie.lower > lie.bound_value
-    assert delay_plan(false, dataclasses.replace(_setup(problem, trace))).traces[0].n_rounds == 40
-
-
-def _setup(problem, trace):
-    from verify.checking import _Builder
-    from verify.constants import estimate_constants
-    from verify.theorems import Setup
-
-    consts = estimate_constants(problem).to_constants(local_steps=2, rounds=40, n_clients=6)
-    builder = _Builder("fedavg", 2, {})
-    return Setup(problem=problem, algorithm="fedavg", hparams={}, given=None, constants=consts, trace=trace,
-                 pattern=None, seeds=(0, 1), build=builder.build)

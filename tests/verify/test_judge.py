@@ -12,7 +12,7 @@ from algorithms.problems import Quadratic
 from participation import Trace, preset
 from verify import check, check_run
 from verify.records import RunRecorder
-from verify.verdicts import DIVERGED_ABOVE, judge, noise_free, verdict
+from verify.verdicts import judge, noise_free, verdict
 
 
 @pytest.fixture(scope="module")

@@ -45,6 +45,8 @@ class Closed:
         self.A = np.stack([np.diag(a) for a in A]) if A.ndim == 2 else A
         self.b = problem.b.cpu().double().numpy()
         self.n, self.d = self.b.shape
+        eig = np.linalg.eigvalsh(self.A)
+        self.L, self.mu = float(eig[:, -1].max()), float(eig[:, 0].min())
 
     def grads(self, x):
         """∇f_i(x) = A_i(x − b_i), (N, d)."""
@@ -62,6 +64,11 @@ class Closed:
         w = np.asarray(w, float)
         x = np.linalg.solve(np.einsum("n,nij->ij", w, self.A), np.einsum("n,nij,nj->i", w, self.A, self.b))
         return x, float(w @ self.losses(x))
+
+    def bias(self, alpha, p) -> float:
+        """ε_bias = F(w_B*) − F*, w_B* the minimiser of Σ_k p_k f_k (CA-Fed eq. (10))."""
+        w_b, _ = self.minimum(p)
+        return float(np.asarray(alpha, float) @ self.losses(w_b)) - self.minimum(alpha)[1]
 
     def constants(self, noise_std, K, rounds) -> Constants:
         """L = max_i λ_max(A_i), σ² = d s², Δ_f = f(0) − f*, F_0 = (1/N) Σ_i ‖A_i b_i‖² (FedSUM Thm 4.1)."""

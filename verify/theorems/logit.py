@@ -90,15 +90,9 @@ class MeasuredLOGIT(LOGIT):
         staleness = torch.where(is_off, t - before.last, torch.zeros_like(before.last)).to(torch.float64).cpu()
         if not off.numel():
             return {"generator_error": 0.0, "client_generator_error": errors, "client_staleness": staleness}
-        surrogate = after.updates[off] / (self.eta_l * self.local_steps)
-        X = before.x.expand(off.numel(), -1)
-        total = torch.zeros(off.numel(), dtype=X.dtype, device=X.device)
-        for _ in range(self.local_steps):
-            G = problem.grads_at(X, off)
-            total = total + (surrogate - G).square().sum(dim=1)
-            X = X - self.eta_l * G
-        errors[off.cpu()] = (total / self.local_steps).to(torch.float64).cpu()
-        return {"generator_error": float(total.sum()) / (self.local_steps * n), "client_generator_error": errors,
+        per_client = self.path_errors(before, after, problem, off)
+        errors[off.cpu()] = per_client.to(torch.float64).cpu()
+        return {"generator_error": float(per_client.sum()) / n, "client_generator_error": errors,
                 "client_staleness": staleness}
 
 

@@ -54,9 +54,8 @@ def run_plan(theorem: Theorem, setup: Setup, *, confidence: float, device=None, 
             values.extend(per)
     if not values:
         raise ValueError(f"{theorem.name}: the plan gave no run and no value to judge")
-    bound = plan.bound(histories) if histories or plan.values is not None else None
-    if bound is None:        # every run diverged: the bound's measured inputs are missing
-        bound = plan.bound([first])
+    # when every run diverged, the bound reads its measured inputs from the first run as far as it got
+    bound = plan.bound(histories if histories or plan.values is not None else [first])
     if math.isnan(float(bound.value)):
         raise ValueError(f"the bound of {theorem.name} is NaN at these inputs: a bound must be a number (or inf)")
     consts = setup.constants
