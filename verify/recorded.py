@@ -181,7 +181,8 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         if lemma:
             conditions = lemma
         if not spec.expectation:
-            own, prescribes = prescribed_steps(spec, consts, metrics[0].tau_max, metrics[0].tau_avg, algorithm)
+            own, prescribes = prescribed_steps(spec, consts, metrics[0].tau_max, metrics[0].tau_avg, algorithm,
+                                               theorem.prescribes_steps)
             if prescribes and not all(math.isclose(float(own[k]), float(steps[k]), rel_tol=1e-9) for k in ("eta_g", "eta_l")):
                 steps_outside = (f"recorded η_g={float(steps['eta_g']):.4g}, η_l={float(steps['eta_l']):.4g}; "
                                  f"{theorem.name} prescribes η_g={own['eta_g']:.4g}, η_l={own['eta_l']:.4g} and its "

@@ -185,6 +185,10 @@ class Theorem:
     #: η_g, η_l: ``check`` then runs it on its delay path (FedSUM's theorems, most users' bounds),
     #: which prescribes FedSUM Thm 4.1's step sizes unless the bound prescribes its own.
     delay_bound: bool = False
+    #: True when a delay bound's statement prescribes its step sizes (its own, or FedSUM Thm 4.1's
+    #: for each realised trace): other step sizes then carry the ``†`` mark. False for a bound that
+    #: only runs at Thm 4.1's by default (most users' bounds) or admits any (the lemmas).
+    prescribes_steps: bool = False
     #: Keywords of ``check(hparams=...)`` that the theorem's plan reads and the algorithm does not
     #: take (e.g. momentum's ``stages``, CA-Fed's ``decay``).
     options: tuple[str, ...] = ()

@@ -106,16 +106,18 @@ def _steps_of(bound: Bound) -> dict | None:
     return None
 
 
-def prescribed_steps(spec: BoundSpec, consts: Constants, tau_max, tau_avg, algorithm: str | None) -> tuple[dict, bool]:
-    """(η_g, η_l the bound prescribes at these delays, whether the bound itself prescribes them):
-    the bound's own when it has them, else FedSUM Thm 4.1's (eq. (12))."""
+def prescribed_steps(spec: BoundSpec, consts: Constants, tau_max, tau_avg, algorithm: str | None,
+                     prescribes: bool = False) -> tuple[dict, bool]:
+    """(η_g, η_l the bound runs at for these delays, whether the statement prescribes them): the
+    bound's own when its Bound carries them, else FedSUM Thm 4.1's (eq. (12)), prescribed when the
+    theorem declares so (``Theorem.prescribes_steps``)."""
     if not spec.expectation and not spec.needs_steps:
         own = _steps_of(evaluate(spec, constants=consts, tau_max=tau_max, tau_avg=tau_avg,
                                  algorithm=algorithm if algorithm in fedsum.ALGORITHMS else None))
         if own is not None:
             return own, True
     s = fedsum.step_sizes_4_1(consts, tau_max, tau_avg)
-    return {"eta_g": s["eta_g"], "eta_l": s["eta_l"]}, spec.name.startswith("fedsum.")
+    return {"eta_g": s["eta_g"], "eta_l": s["eta_l"]}, prescribes
 
 
 def _admissible(algorithm: str, consts: Constants, steps: dict, tau_max, tau_avg) -> dict:
@@ -181,7 +183,7 @@ def delay_plan(theorem: Theorem, setup: Setup) -> Plan:
         e_max, e_avg, ranges, how = expected_delays(setup.pattern, T, setup.trace_seed, setup.confidence)
     metrics = [delay_metrics(tr) for tr in traces]
 
-    prescribed = [prescribed_steps(spec, consts, m.tau_max, m.tau_avg, name) for m in metrics]
+    prescribed = [prescribed_steps(spec, consts, m.tau_max, m.tau_avg, name, theorem.prescribes_steps) for m in metrics]
     own = prescribed[0][1]
     if mode == "given":
         steps = [dict(setup.given_steps) for _ in metrics]

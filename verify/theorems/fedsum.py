@@ -48,20 +48,21 @@ _TRACE = _BASE + " --tau-max 30 --tau-avg 14.2"
 
 
 def _theorem(name, bound, covers, expectation, steps, example, assumptions="any problem, any trace or pattern",
-             patterns=("P1", "P2", "P3"), formula=None) -> Theorem:
+             patterns=("P1", "P2", "P3"), formula=None, prescribes_steps=True) -> Theorem:
     return Theorem(name=f"fedsum.{name}", bound=bound, lhs=LHS, lhs_latex=LHS_LATEX, expectation=expectation,
                    covers=covers, steps=steps, plan=None, delay_bound=True, measure=average_grad_norm2,
-                   assumptions=assumptions, example=example, patterns=patterns, algorithms=ALGORITHMS, formula=formula)
+                   assumptions=assumptions, example=example, patterns=patterns, algorithms=ALGORITHMS, formula=formula,
+                   prescribes_steps=prescribes_steps)
 
 
 _LEMMA_STEPS = "any η_g, η_l satisfying the lemma's hypotheses (by default Thm 4.1's)"
 THEOREMS = {
     "fedsum.lemma_c6": _theorem("lemma_c6", bf.lemma_c6, ("fedsum-b",), "noise", _LEMMA_STEPS,
-                                _TRACE + " --eta-g 0.18 --eta-l 0.0036"),
+                                _TRACE + " --eta-g 0.18 --eta-l 0.0036", prescribes_steps=False),
     "fedsum.lemma_d6": _theorem("lemma_d6", bf.lemma_d6, ("fedsum",), "noise", _LEMMA_STEPS,
-                                _TRACE + " --eta-g 0.18 --eta-l 0.0036"),
+                                _TRACE + " --eta-g 0.18 --eta-l 0.0036", prescribes_steps=False),
     "fedsum.lemma_e6": _theorem("lemma_e6", bf.lemma_e6, ("fedsum-cr",), "noise", _LEMMA_STEPS,
-                                _TRACE + " --eta-g 0.18 --eta-l 0.0006"),
+                                _TRACE + " --eta-g 0.18 --eta-l 0.0006", prescribes_steps=False),
     "fedsum.theorem_4_1": _theorem("theorem_4_1", bf.theorem_4_1, bf.ALGORITHMS, "noise", _STEPS_41, _TRACE),
     "fedsum.theorem_c1": _theorem("theorem_c1", bf.theorem_c1, ("fedsum-b",), "noise", "Thm C.1's own", _TRACE),
     "fedsum.theorem_d1": _theorem("theorem_d1", bf.theorem_d1, ("fedsum",), "noise", "Thm D.1's own", _TRACE),
