@@ -82,7 +82,15 @@ def _step_counts(edges: np.ndarray, start: int = 0) -> np.ndarray:
 @lru_cache(maxsize=64)
 def _long_table(p: float, threshold: int) -> np.ndarray:
     """table[u] = H − 1 + Geometric(p) for u/2^16 ≤ U < (u+1)/2^16, or −1 when a CDF
-    breakpoint 1 − q^k may lie in (or next to) that cell."""
+    breakpoint 1 − q^k may lie in (or next to) that cell.
+
+    For p ≤ 2^−16 consecutive breakpoints lie less than a cell apart (1 − q^{k+1} − (1 − q^k)
+    = p q^k ≤ 2^−16), so every cell is −1 and the table is written without listing the
+    breakpoints, of which there are about 11/p."""
+    if p <= 1.0 / _CELLS:
+        table = np.full(_CELLS, -1, dtype=np.int16)
+        table.flags.writeable = False
+        return table
     log_q = math.log1p(-p)
     k = np.arange(1, int(math.ceil(-16 * math.log(2) / log_q)) + 3)
     crossing = np.floor(-np.expm1(k * log_q) * _CELLS).astype(np.int64)   # cell of 1 − q^k
@@ -100,7 +108,8 @@ def _long_table(p: float, threshold: int) -> np.ndarray:
 
 def _long_exact(p: float, threshold: int, uniform: np.ndarray, limit: int) -> np.ndarray:
     """H − 1 + Geometric(p) by inversion, clipped at ``limit`` (a longer gap covers the rest all the same)."""
-    gap = np.floor(np.log1p(-uniform) / math.log1p(-p)) + threshold
+    with np.errstate(over="ignore"):  # a gap past float range (p near 1e−308) is clipped all the same
+        gap = np.floor(np.log1p(-uniform) / math.log1p(-p)) + threshold
     return np.minimum(gap, limit).astype(np.int64)
 
 
@@ -280,11 +289,7 @@ def _plan_cached(p_bytes: bytes, rounds: int, threshold: int | None) -> _Plan:
             column += 1
             continue
         law = _short_run_law(float(value), threshold, length) if threshold > 1 else None
-        mean, var = 1 / value, (1 - value) / value**2
-        if law is not None:
-            s_mean, s_var = law.mean_var()
-            mean, var = mean + threshold - 1 + s_mean, var + s_var
-        pairs = int(math.ceil(length / mean + 5 * math.sqrt(length * var / mean**3) + 8))
+        pairs = _pairs_needed(float(value), length, law)
         group = _Group(clients, float(value), length, law, pairs, column)
         groups.append(group)
         column += pairs * (1 if law is None else 2)
@@ -295,6 +300,26 @@ def _plan_cached(p_bytes: bytes, rounds: int, threshold: int | None) -> _Plan:
     columns = -(-column // 4) * 4
     reserve = int(math.ceil(fallbacks + 6 * math.sqrt(fallbacks) + 16))
     return _Plan(rounds, window, threshold, tuple(groups), columns, reserve)
+
+
+def _pairs_needed(p: float, length: int, law: _ShortRunLaw | None) -> int:
+    """(S, long gap) pairs that cover ``length`` rounds but for a five-sigma shortfall:
+    length/μ + 5·√(length·v/μ³) + 8 for a renewal whose cycles have mean μ and variance v.
+
+    A cycle is one Geometric(p) gap (mean 1/p, variance (1 − p)/p²) or, with short runs,
+    S + H − 1 + Geometric(p). Where 1/p² overflows (p below about 1e−154) the same count is
+    taken in the form length·r + 5·√(length·v·r³) with r = 1/μ, which stays finite."""
+    value = np.float64(p)
+    with np.errstate(divide="ignore", over="ignore"):
+        mean, var = float(1 / value), float((1 - value) / value**2)
+    if law is not None:
+        s_mean, s_var = law.mean_var()
+        mean, var = mean + law.threshold - 1 + s_mean, var + s_var
+    if math.isfinite(var):
+        return int(math.ceil(length / mean + 5 * math.sqrt(length * var / mean**3) + 8))
+    rate = 1.0 / mean
+    spread = ((1.0 - p) * rate / p) * (rate / p) * rate + (s_var * rate**3 if law is not None else 0.0)
+    return int(math.ceil(length * rate + 5 * math.sqrt(length * spread) + 8))
 
 
 def _plan(p: np.ndarray, rounds: int, threshold: int | None = None) -> _Plan:

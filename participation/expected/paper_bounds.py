@@ -28,12 +28,14 @@ class PaperBound:
     note: str = ""
 
 
-def _capped_geometric_sum(scale: float, p: float, rounds: int) -> float:
+def _capped_geometric_sum(scale: float, p: float, rounds: int, log_p: float | None = None) -> float:
     """Σ_{l=1}^{T} min{1, scale·p^l} in closed form (no array of T terms): the terms are 1 up
-    to l_1 = the last l with scale·p^l ≥ 1, then a geometric series."""
-    log_p = math.log(p)
+    to l_1 = the last l with scale·p^l ≥ 1, then a geometric series. ``log_p`` = ln p when
+    known more precisely than from p (p within rounding of 1)."""
+    log_p = math.log(p) if log_p is None else log_p
     term = lambda l: scale * math.exp(l * log_p)  # noqa: E731
-    ones = min(rounds, max(0, math.floor(math.log(scale) / -log_p)))
+    guess = math.log(scale) / -log_p  # +∞ when ln p is subnormal
+    ones = rounds if guess >= rounds else max(0, math.floor(guess))
     while ones < rounds and term(ones + 1) >= 1.0:
         ones += 1
     while ones > 0 and term(ones) < 1.0:
@@ -43,9 +45,10 @@ def _capped_geometric_sum(scale: float, p: float, rounds: int) -> float:
     return ones + term(ones + 1) * -math.expm1((rounds - ones) * log_p) / -math.expm1(log_p)
 
 
-def _union_bound_chain(n: int, rounds: int, p: float, lemma: str, delta_slack: float,
+def _union_bound_chain(n: int, rounds: int, present: float, lemma: str, delta_slack: float,
                        tags: tuple[int, int]) -> dict[str, float]:
-    """Steps 2–4 of Lemmas F.1/F.2 for the per-round absence probability p ∈ (0, 1).
+    """Steps 2–4 of Lemmas F.1/F.2 for the per-round absence probability p = 1 − ``present``,
+    ``present`` ∈ (0, 1) (S/N for F.1, δ for F.2).
 
     ``tags`` are the lemma's own equation numbers for steps 2 and 3: (109), (110) in the
     proof of F.1 and (111), (112) in that of F.2.
@@ -55,12 +58,17 @@ def _union_bound_chain(n: int, rounds: int, p: float, lemma: str, delta_slack: f
     step 4: ln(N T p / (1 − p)) / ln(1/p) + 2, the closed form before the final
     relaxation (F.1 uses p/(1−p) ≤ N, F.2 uses p/(1−p) ≤ 1/δ; ``delta_slack`` is that
     bound, giving the relaxed form ln(N T · slack)/ln(1/p) + 2).
+
+    Every step is taken in logarithms with ln p = log1p(−present), so that a rare client
+    (δ = 1e−200, where 1 − δ rounds to 1) still gives finite steps.
     """
-    tail_sum = _capped_geometric_sum(n * rounds, p, rounds)
-    m = math.ceil(math.log((1 - p) / (n * rounds * p)) / math.log(p))
-    eq110 = m + n * rounds * p ** (m + 1) / (1 - p)
-    closed = math.log(n * rounds * p / (1 - p)) / math.log(1 / p) + 2
-    relaxed = math.log(n * rounds * delta_slack) / math.log(1 / p) + 2
+    scale, log_p = n * rounds, math.log1p(-present)
+    log_ratio = math.log(present) - math.log(scale) - log_p       # ln((1 − p)/(N T p))
+    tail_sum = _capped_geometric_sum(scale, 1.0 - present, rounds, log_p)
+    m = log_ratio / log_p
+    eq110 = math.ceil(m) + scale * math.exp((math.ceil(m) + 1) * log_p) / present if math.isfinite(m) else math.inf
+    closed = -log_ratio / -log_p + 2
+    relaxed = (math.log(scale) + math.log(delta_slack)) / -log_p + 2
     return {f"{lemma} step 2: tail sum (eq. {tags[0]})": tail_sum, f"{lemma} step 3 (eq. {tags[1]})": eq110,
             f"{lemma} step 4: closed form": closed, f"{lemma} step 4 relaxed": relaxed}
 
@@ -103,8 +111,7 @@ def paper_tau_max_bound(pattern: Pattern, rounds: int) -> PaperBound:
         n, s = pattern.n_clients, pattern.per_round
         if s >= n:
             raise ValueError(f"Lemma F.1 needs S < N, got S={s}, N={n} (τ_max = 0 then)")
-        p = 1 - s / n
-        steps = _union_bound_chain(n, n_rounds, p, "F.1", delta_slack=n, tags=(109, 110))
+        steps = _union_bound_chain(n, n_rounds, s / n, "F.1", delta_slack=n, tags=(109, 110))
         stated = 4 * n / s * math.log(n * n_rounds)
         steps["F.1 stated: 4N/S ln(NT)"] = stated
         return PaperBound("FedSUM Lemma F.1", stated, steps, "FedSUM App. F, proof of Lemma F.1, eqs. (109)–(110)")
@@ -113,11 +120,11 @@ def paper_tau_max_bound(pattern: Pattern, rounds: int) -> PaperBound:
         delta = _min_probability(pattern, n_rounds)
         if delta <= 0:
             raise ValueError("Lemma F.2 needs δ = min p > 0; this pattern has a zero participation probability")
-        stated = 4 / delta * max(math.log(n * n_rounds), math.log(1 / delta))
+        stated = 4 / delta * max(math.log(n * n_rounds), -math.log(delta))
         steps = {}
         if delta < 1:
-            steps = _union_bound_chain(n, n_rounds, 1 - delta, "F.2", delta_slack=1 / delta, tags=(111, 112))
-            steps["F.2 after eq. (112): ln(NT)/δ + ln(1/δ)/δ + 2"] = math.log(n * n_rounds) / delta + math.log(1 / delta) / delta + 2
+            steps = _union_bound_chain(n, n_rounds, delta, "F.2", delta_slack=1 / delta, tags=(111, 112))
+            steps["F.2 after eq. (112): ln(NT)/δ + ln(1/δ)/δ + 2"] = math.log(n * n_rounds) / delta - math.log(delta) / delta + 2
         steps["F.2 stated: (4/δ) max{ln NT, ln 1/δ}"] = stated
         return PaperBound("FedSUM Lemma F.2", stated, steps, "FedSUM App. F, proof of Lemma F.2, eqs. (111)–(112)", note=f"δ = {delta:.6g}")
     if isinstance(pattern, ReshuffledCyclic):
