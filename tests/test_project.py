@@ -46,3 +46,47 @@ def test_the_readme_bound_examples_run(args, capsys):
 
     assert "..." not in args
     assert main(args) == 0, capsys.readouterr().err
+
+
+def _readme_python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
+
+
+def _unbound_names(source: str) -> set[str]:
+    """Names a block reads but neither imports, assigns, defines nor takes from builtins."""
+    import ast
+    import builtins
+
+    tree = ast.parse(source)
+    bound = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+    return {node.id for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound}
+
+
+def _is_template(source: str) -> bool:
+    """A block with a bare ``...`` statement is a sketch for the reader to fill in."""
+    import ast
+
+    return any(isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and node.value.value is Ellipsis
+               for node in ast.walk(ast.parse(source)))
+
+
+@pytest.mark.parametrize("source", [b for b in _readme_python_blocks() if not _is_template(b)],
+                         ids=lambda b: b.splitlines()[0][:40])
+def test_readme_python_examples_run_as_pasted(source):
+    """Every name a README example uses is imported or defined in that example (the Flower
+    example once used ``preset``, ``problem`` and ``constants`` without defining them)."""
+    assert not _unbound_names(source)
+
+
+def test_the_readme_has_a_flower_example():
+    assert any("verify.flower" in b for b in _readme_python_blocks())
