@@ -51,7 +51,9 @@ Verdict labels:
               interval at all (one run has no spread), so use --seeds 2 or more.
 
 Writes check.json, check.csv and check.png (running mean of ‖∇f‖² of seed 0 against the
-bound, one panel per pattern) into --output; each file is written atomically."""
+bound, one panel per pattern; for a left side of one number per run, the seeds' mean with its
+limits against the bound per algorithm; with --paper one check-THEOREM.png per theorem) into
+--output; each file is written atomically."""
 
 
 SWEEP_HELP = """\

@@ -25,7 +25,8 @@ def atomic_write(path, write, *, binary: bool = False) -> Path:
 
 
 __all__ = ["atomic_write", "write_json", "write_csv", "plot_format", "save_figure", "figure", "number",
-           "check_table", "check_footnotes", "plot_check", "plot_delays", "plot_mc", "bound_report",
+           "check_table", "check_footnotes", "check_figure", "check_figure_paths", "plot_check", "plot_checks",
+           "plot_delays", "plot_mc", "bound_report",
            "CSV_FIELDS"]
 
 #: Columns of the check CSV (and the flat part of each JSON row).
@@ -186,66 +187,221 @@ ADMISSIBLE_SUFFIX = ":adm"
 
 
 def _quiet_log_axis(ax) -> None:
-    """Log y axis labelled at 1, 2, 5 × 10^k in plain numbers; other ticks unlabelled."""
+    """Log y axis labelled in plain numbers at 1, 2, 5 × 10^k (at 10^k alone when it spans more
+    than three decades); other ticks unlabelled."""
     from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
     ax.set_yscale("log")
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    low, high = ax.get_ylim()
+    subs = (1.0,) if high > 1e3 * low else (1.0, 2.0, 5.0)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
     ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def plot_check(rows: Sequence[dict], path, title: str = "") -> Path:
-    """One panel per pattern: running average (1/t) Σ_{s<t} ‖∇f(x_s)‖² of seed 0 for each
-    algorithm (solid, with its own staggered markers, since curves often coincide), the
-    measured mean over seeds at T (dot) and the bound (dashed, black;
-    one line per distinct value, labelled with the algorithms it is for when they differ).
-    One legend for the figure, below the panels."""
+#: The most panels in one row of a check figure, and the size of one panel in inches: four
+#: columns make a figure 17.6 inches (2,112 pixels at ``save_figure``'s 120 dpi) wide.
+CHECK_COLUMNS = 4
+CHECK_PANEL = (4.4, 3.4)
+
+
+def _is_curve(row: dict) -> bool:
+    """Whether ``row`` has a per-round curve of the running mean of ‖∇f(x_t)‖² to draw."""
+    from .verdicts import AVERAGE_GRAD_NORM2
+
+    curve = row.get("curve")
+    return (curve is not None and np.asarray(curve).size > 0
+            and row.get("result", {}).get("lhs", AVERAGE_GRAD_NORM2) == AVERAGE_GRAD_NORM2)
+
+
+def _positive(value) -> bool:
+    return value is not None and math.isfinite(value) and value > 0
+
+
+def _limits(row: dict) -> tuple[float, float]:
+    """The measured mean's (lower, upper) confidence limits; NaN where the row has none."""
+    return float(row.get("lower", math.nan)), float(row.get("upper", math.nan))
+
+
+def _bar(mean: float, low: float, high: float):
+    """``errorbar``'s yerr for the limits (low, high) around ``mean``; None (no bar) unless both
+    are finite."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    return [[max(mean - low, 0.0)], [max(high - mean, 0.0)]]
+
+
+def _confidence(rows: Sequence[dict]) -> str:
+    """'95% one-sided limits' from the rows' confidence level, or 'one-sided confidence limits'
+    when they give none or several."""
+    levels = {r.get("result", {}).get("confidence") for r in rows} - {None}
+    return f"{levels.pop():.0%} one-sided limits" if len(levels) == 1 else "one-sided confidence limits"
+
+
+def _panel_title(pattern: str, first: dict) -> str:
+    return (f"{pattern}: τ_max = {first['tau_max']:.3g}, τ_avg = {first['tau_avg']:.3g}"
+            if math.isfinite(first["tau_max"]) else pattern)
+
+
+def _draw_curves(ax, here: Sequence[dict], algorithms: list[str], limits: str) -> str:
+    """A curve panel: the running mean (1/t) Σ_{s<t} ‖∇f(x_s)‖² of seed 0 per algorithm (solid,
+    with staggered markers, since curves often coincide), the mean over the seeds at t = T
+    with its confidence limits (dot and bar), and the bound (dashed, black; one line per
+    distinct value, labelled with the algorithms it is for when they differ). Returns the y
+    label."""
+    styles = ("--", "-.", ":")
+    dots = False
+    for r in here:
+        c, k = f"C{algorithms.index(r['algorithm']) % 10}", algorithms.index(r["algorithm"])
+        curve = np.asarray(r["curve"], dtype=float)
+        if curve.size:
+            ax.plot(np.arange(1, curve.size + 1), curve, color=c, lw=1.3, alpha=0.9, marker="osD^vx+*"[k % 8],
+                    ms=4, markevery=(k * max(1, curve.size // (8 * len(algorithms))), max(1, curve.size // 8)),
+                    label=r["algorithm"] + ("" if r["covered"] else " (ref)"))
+        if _positive(r["measured"]):
+            low, high = _limits(r)
+            ax.errorbar([r["rounds"]], [r["measured"]], yerr=_bar(r["measured"], low if low > 0 else math.nan, high),
+                        fmt="o", color=c, ms=4, capsize=3, lw=1.0)
+            dots = True
+    bounds: dict[float, list[str]] = {}
+    for r in here:
+        if _positive(r["bound"]):
+            bounds.setdefault(round(r["bound"], 12), []).append(r["algorithm"])
+    for k, (value, names) in enumerate(bounds.items()):
+        which = "" if len(bounds) == 1 else f" ({', '.join(names)})"
+        ax.axhline(value, color="k", ls=styles[k % len(styles)], lw=1.0, label=f"bound{which}")
+    if dots:                                   # the legend's entry for the dots, in no algorithm's colour
+        ax.errorbar([], [], yerr=[], fmt="o", color="0.3", ms=4, capsize=3, lw=1.0,
+                    label=f"measured at t = T: mean over the seeds ({limits})")
+    ax.set_xlabel("round t")
+    _quiet_log_axis(ax)
+    return "running mean of ‖∇f(x_t)‖² (seed 0)"
+
+
+def _interval_values(here: Sequence[dict]) -> list[float]:
+    """Every finite value an interval panel draws: means, limits, bounds and bound ranges."""
+    values = []
+    for r in here:
+        values += [r["measured"], *_limits(r), r["bound"], *(r.get("result", {}).get("bound_range") or ())]
+    return [float(v) for v in values if v is not None and math.isfinite(v)]
+
+
+def _interval_scale(ax, values: Sequence[float]) -> None:
+    """Log y axis; symmetric log when a value is zero or negative (linear up to the power of ten
+    at or above the smallest nonzero magnitude), with the zero line drawn. Ticks at powers of ten
+    in plain numbers."""
+    from matplotlib.ticker import FormatStrFormatter
+
+    if all(v > 0 for v in values):
+        _quiet_log_axis(ax)
+        return
+    magnitudes = [abs(v) for v in values if v != 0]
+    linthresh = 10.0 ** math.ceil(math.log10(min(magnitudes))) if magnitudes else 1.0
+    ax.set_yscale("symlog", linthresh=linthresh)
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.axhline(0.0, color="0.6", lw=0.6)
+    ax.autoscale_view()                        # margins in the symmetric-log scale, not the linear one
+
+
+def _draw_intervals(ax, here: Sequence[dict], limits: str) -> str:
+    """An interval panel, for a left side that is one number per run: per algorithm (x axis) the
+    mean over the seeds with its confidence limits (dot and bar), its bound (black segment, the
+    value written above), the bound's range when it is uncertain (grey span) and a red cross
+    where the verdict is "violated"; under each name its verdict label. Returns the y label:
+    the left side the theorem bounds."""
+    for i, r in enumerate(here):
+        low, high = _limits(r)
+        if math.isfinite(r["measured"]):
+            ax.errorbar([i], [r["measured"]], yerr=_bar(r["measured"], low, high), fmt="o", color="0.2", ms=5,
+                        capsize=4, lw=1.2, label=f"measured: mean over the seeds ({limits})")
+            if r.get("verdict") == "violated":
+                ax.plot([i], [r["measured"]], "x", color="red", ms=11, mew=2.2,
+                        label="violated: lower limit above the bound")
+        span = r.get("result", {}).get("bound_range")
+        if span and all(math.isfinite(v) for v in span):
+            ax.fill_between([i - 0.3, i + 0.3], span[0], span[1], color="0.5", alpha=0.3, lw=0,
+                            label="range of the bound (its estimate's uncertainty)")
+        if math.isfinite(r["bound"]):
+            ax.hlines(r["bound"], i - 0.3, i + 0.3, colors="k", lw=2.0, label="bound")
+            ax.annotate(f"{r['bound']:.3g}", (i, r["bound"]), xytext=(0, 2), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(here)), [f"{r['algorithm']}\n{r.get('label', '')}" for r in here], fontsize=8)
+    ax.set_xlim(-0.6, len(here) - 0.4)
+    ax.margins(y=0.12)                         # room for the value written above the highest bound
+    _interval_scale(ax, _interval_values(here))
+    return here[0].get("result", {}).get("lhs") or "measured left side"
+
+
+def _wrapped(text: str, width: int = 28) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
+
+
+def check_figure(rows: Sequence[dict], title: str = ""):
+    """The figure of :func:`plot_check`, not saved: one panel per (theorem, pattern), at most
+    :data:`CHECK_COLUMNS` to a row. A panel whose rows each have a curve of the running mean of
+    ‖∇f(x_t)‖² draws the curves (:func:`_draw_curves`); any other, whose left side is one number
+    per run, draws intervals per algorithm (:func:`_draw_intervals`). Every panel whose y label
+    differs from its left neighbour's (the first column always) is labelled; one legend for
+    the figure, below the panels."""
     several = len({r.get("theorem") for r in rows}) > 1
     panel = (lambda r: f"{r['theorem']}, {r['pattern']}") if several else (lambda r: r["pattern"])
     patterns = list(dict.fromkeys(panel(r) for r in rows))
-    algorithms = list(dict.fromkeys(r["algorithm"] for r in rows))
-    fig, axes = figure(1, len(patterns), size=(4.4, 3.4))
-    colours = {a: f"C{i}" for i, a in enumerate(algorithms)}
-    markers = {a: "osD^vx+*"[i % 8] for i, a in enumerate(algorithms)}
-    styles = ("--", "-.", ":")
-    for ax, pattern in zip(axes.ravel(), patterns):
+    algorithms = list(dict.fromkeys(r["algorithm"] for r in rows if _is_curve(r)))     # those with a colour
+    columns = max(1, min(CHECK_COLUMNS, len(patterns)))
+    fig, axes = figure(-(-len(patterns) // columns), columns, size=CHECK_PANEL)
+    limits = _confidence(rows)
+    previous = None
+    for j, (ax, pattern) in enumerate(zip(axes.ravel(), patterns)):
         here = [r for r in rows if panel(r) == pattern]
-        for r in here:
-            c = colours[r["algorithm"]]
-            curve = np.asarray(r["curve"], dtype=float)
-            if curve.size:
-                k = algorithms.index(r["algorithm"])     # staggered markers keep overlapping curves apart
-                ax.plot(np.arange(1, curve.size + 1), curve, color=c, lw=1.3, alpha=0.9, marker=markers[r["algorithm"]],
-                        ms=4, markevery=(k * max(1, curve.size // (8 * len(algorithms))), max(1, curve.size // 8)),
-                        label=r["algorithm"] + ("" if r["covered"] else " (ref)"))
-            if math.isfinite(r["measured"]) and r["measured"] > 0:
-                ax.plot([r["rounds"]], [r["measured"]], "o", color=c, ms=4)
-        bounds: dict[float, list[str]] = {}
-        for r in here:
-            if math.isfinite(r["bound"]) and r["bound"] > 0:
-                bounds.setdefault(round(r["bound"], 12), []).append(r["algorithm"])
-        for k, (value, names) in enumerate(bounds.items()):
-            which = "" if len(bounds) == 1 else f" ({', '.join(names)})"
-            ax.axhline(value, color="k", ls=styles[k % len(styles)], lw=1.0, label=f"bound{which}")
-        first = here[0]
-        ax.set_title(f"{pattern}: τ_max = {first['tau_max']:.3g}, τ_avg = {first['tau_avg']:.3g}"
-                     if math.isfinite(first["tau_max"]) else pattern, fontsize=9)
-        ax.set_xlabel("round t")
-        _quiet_log_axis(ax)
+        label = (_draw_curves(ax, here, algorithms, limits) if all(_is_curve(r) for r in here)
+                 else _draw_intervals(ax, here, limits))
+        if j % columns == 0 or label != previous:
+            ax.set_ylabel(_wrapped(label), fontsize=8)
+        previous = label
+        ax.set_title(_panel_title(pattern, here[0]), fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
-    lhs = {r.get("result", {}).get("lhs") for r in rows}
-    axes.ravel()[0].set_ylabel("running mean of ‖∇f(x_t)‖² (seed 0)" if lhs <= {None, "(1/T) Σ_{t<T} ‖∇f(x_t)‖²"}
-                               else "measured left side (dots) and bound")
+    for ax in axes.ravel()[len(patterns):]:
+        ax.remove()
     handles = {}
-    for ax in axes.ravel():
+    for ax in fig.axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
     fig.legend(list(handles.values()), list(handles.keys()), loc="outside lower center",
-               ncol=min(len(handles), 6), fontsize=8, frameon=False)
-    if title:
-        fig.suptitle(title, fontsize=9)
-    return save_figure(fig, path)
+               ncol=max(1, min(len(handles), columns)), fontsize=8, frameon=False)
+    if title:                                  # wrapped to the figure's width, about 60 characters a panel
+        fig.suptitle("\n".join(_wrapped(line, 60 * columns) for line in title.splitlines()), fontsize=9)
+    return fig
+
+
+def plot_check(rows: Sequence[dict], path, title: str = "") -> Path:
+    """Save :func:`check_figure` of ``rows`` to ``path``."""
+    return save_figure(check_figure(rows, title), path)
+
+
+def check_figure_paths(path, theorems: Sequence[str]) -> list[Path]:
+    """Where :func:`plot_checks` writes the figures of ``theorems``: ``path`` itself for one
+    theorem, else ``<stem>-<theorem><suffix>`` beside it per theorem (in the theorem's name,
+    every run of characters other than letters, digits, '.', '_' and '-' becomes '_')."""
+    import re
+
+    path, names = Path(path), list(dict.fromkeys(theorems))
+    if len(names) <= 1:
+        return [path]
+    return [path.with_name(f"{path.stem}-{re.sub(r'[^A-Za-z0-9._-]+', '_', name).strip('.')}{path.suffix}")
+            for name in names]
+
+
+def plot_checks(rows: Sequence[dict], path, title: str = "") -> list[Path]:
+    """One check figure per theorem of ``rows`` (:func:`check_figure_paths` names the files), the
+    theorem named under ``title`` when there are several; the paths written."""
+    theorems = list(dict.fromkeys(r.get("theorem") for r in rows))
+    if len(theorems) <= 1:
+        return [plot_check(rows, path, title)]
+    return [plot_check([r for r in rows if r.get("theorem") == theorem], target,
+                       f"{title}\n{theorem}" if title else str(theorem))
+            for theorem, target in zip(theorems, check_figure_paths(path, [str(t) for t in theorems]))]
 
 
 # ---------------------------------------------------------------------------- delays, mc

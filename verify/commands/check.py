@@ -147,8 +147,8 @@ def run(args) -> str:
 
     from ..checking import check
     from ..constants import estimate_constants, problem_constants
-    from ..report import (ADMISSIBLE_SUFFIX, CSV_FIELDS, check_footnotes, check_row, check_table, json_row, plot_check,
-                          write_csv, write_json)
+    from ..report import (ADMISSIBLE_SUFFIX, CSV_FIELDS, check_figure_paths, check_footnotes, check_row, check_table,
+                          json_row, plot_checks, write_csv, write_json)
 
     load_plugins(args.plugin)
     tables, device, n_clients, output, hparams = _check_inputs(args)
@@ -158,7 +158,8 @@ def run(args) -> str:
     require_memory(args.rounds * (n_clients + 64), f"check at T={args.rounds}, N={n_clients}: one run's trace and history")
     # per seed: its number and measured value, kept for the confidence limits
     require_memory(args.seeds * 128, f"--seeds {args.seeds}: the seeds' results")
-    writable_folder(output, "--output", OUTPUT_FILES)
+    figures = [p.name for p in check_figure_paths(output / "check.png", [t.name for t, _, _ in tables])]
+    writable_folder(output, "--output", [*(n for n in OUTPUT_FILES if not n.endswith(".png")), *figures])
     problem = build_problem(args.problem, n_clients)
     consts = problem_constants(problem) if args.constants == "problem" else estimate_constants(problem)
     _announce_check(tables, problem, args, device, hparams)
@@ -235,7 +236,7 @@ def run(args) -> str:
                "hparams": {k: list(v) if isinstance(v, tuple) else v for k, v in hparams.items()},
                "footnotes": footnotes + extra, "rows": [json_row(r) for r in rows]}
     files = [write_json(output / "check.json", summary), write_csv(output / "check.csv", rows, CSV_FIELDS),
-             plot_check(rows, output / "check.png", header)]
+             *plot_checks(rows, output / "check.png", header)]
     if args.record is not None:
         files.append(f"run records in {Path(args.record)}")
     return "\n".join([header, "\n\n".join(sections), *extra, "wrote " + ", ".join(map(str, files))])
