@@ -14,6 +14,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from .seeding import spawn_words
+
 __all__ = ["NoiseStream", "as_entropy"]
 
 
@@ -30,15 +32,35 @@ def as_entropy(seed) -> int:
 
 class NoiseStream:
     """``NoiseStream(seed, device).generator(t, k)``; ``for_round(t)`` is the callable k → generator
-    that an algorithm's ``round`` receives."""
+    that an algorithm's ``round`` receives.
+
+    The seed words of a block of ``BLOCK`` rounds × up to ``STEPS`` steps are computed together by
+    ``seeding.spawn_words``, equal to the per-pair SeedSequence word; a step past ``STEPS`` or a
+    round past 2^32 − ``BLOCK`` takes numpy's SeedSequence directly."""
+
+    BLOCK = 256
+    STEPS = 64
 
     def __init__(self, seed, device=None):
         self.entropy = as_entropy(seed)
         self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self._block, self._words = -1, np.zeros((0, 0), dtype=np.uint64)
+
+    def seed_word(self, t: int, k: int) -> int:
+        """SeedSequence(seed, spawn_key=(t, k)).generate_state(1, uint64)[0]."""
+        t, k = int(t), int(k)
+        if t >= 2**32 - self.BLOCK or k >= self.STEPS:
+            return int(np.random.SeedSequence(self.entropy, spawn_key=(t, k)).generate_state(1, np.uint64)[0])
+        block, row = divmod(t, self.BLOCK)
+        if block != self._block or k >= self._words.shape[1]:
+            steps = min(self.STEPS, max(2 * (k + 1), self._words.shape[1] if block == self._block else 0, 8))
+            first = block * self.BLOCK
+            self._words = spawn_words(self.entropy, np.arange(first, first + self.BLOCK)[:, None], np.arange(steps)[None, :])
+            self._block = block
+        return int(self._words[row, k])
 
     def generator(self, t: int, k: int) -> torch.Generator:
-        state = np.random.SeedSequence(self.entropy, spawn_key=(int(t), int(k))).generate_state(1, np.uint64)
-        return torch.Generator(device=self.device).manual_seed(int(state[0]))
+        return torch.Generator(device=self.device).manual_seed(self.seed_word(t, k))
 
     def for_round(self, t: int) -> Callable[[int], torch.Generator]:
         return lambda k: self.generator(t, k)
