@@ -133,6 +133,9 @@ class Trace:
             raise ValueError("from_sets needs at least one round, got an empty sequence")
         if len(sets) * n_clients > MAX_CELLS:
             raise ValueError(f"{len(sets)} rounds x {n_clients} clients exceeds the limit of {MAX_CELLS} cells")
+        # the mask built here and the trace's own copy of it
+        require_memory(2 * len(sets) * n_clients, f"from_sets: a trace of {len(sets)} round{'s' * (len(sets) != 1)} "
+                                                  f"× {n_clients} clients")
         mask = np.zeros((len(sets), n_clients), dtype=bool)
         for t, ids in enumerate(sets):
             for i in ids:

@@ -91,11 +91,23 @@ PROBLEMS = {
 CONSTANT_SOURCES = ("estimate", "problem")
 
 
+#: Dimension of the problem "quadratic".
+QUADRATIC_DIM = 10
+
+
+def problem_bytes(name: str, n_clients: int) -> int:
+    """Peak bytes of building problem ``name`` for ``n_clients`` clients, where it grows with them:
+    the quadratic's A_i (the others split a fixed data set, so their clients are at most its samples)."""
+    from algorithms.problems import Quadratic
+
+    return Quadratic.random_bytes(n_clients, QUADRATIC_DIM) if name == "quadratic" else 0
+
+
 def build_problem(name: str, n_clients: int):
     from algorithms.problems import Classifier, Logistic, Quadratic
 
     builders = {
-        "quadratic": lambda: Quadratic.random(n_clients, 10, heterogeneity=1.0, noise_std=0.5, seed=0),
+        "quadratic": lambda: Quadratic.random(n_clients, QUADRATIC_DIM, heterogeneity=1.0, noise_std=0.5, seed=0),
         "logistic-digits": lambda: Logistic.digits(n_clients=n_clients, seed=0),
         "logistic-synthetic": lambda: Logistic.synthetic(n_clients=n_clients, seed=0),
         "cnn-digits": lambda: Classifier.digits(n_clients=n_clients, model="cnn", seed=0),

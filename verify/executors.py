@@ -4,8 +4,10 @@
 ``concurrent.futures.Executor`` (or None, meaning "run in this process") and shuts it down
 on exit:
 
-- ``processes=N`` (default :func:`default_processes`): a ``ProcessPoolExecutor`` of N
-  workers; ``processes=1`` runs in this process.
+- ``processes=N`` (default :func:`default_processes`): a :class:`LocalPool` of at most N
+  worker processes, started when first needed (``LocalPool.start`` fits them to the work:
+  never more workers than tasks, none when there is nothing to do); ``processes=1`` runs in
+  this process.
 - ``scheduler="tcp://host:8786"``: the Dask cluster behind that scheduler.
 - ``workers=N``: a local Dask cluster of N single-threaded worker processes.
 
@@ -21,6 +23,13 @@ CancelledError traceback from a worker), and the parent stops them. While worker
 started, Ctrl-C and SIGTERM wait: they take effect as soon as the last worker is up, so no
 worker is ever left half-started (a forkserver child that outlives its parent prints a
 traceback). ``stop`` ends a pool without waiting and keeps the pool's own threads quiet.
+
+Lifetime. Local workers die with their parent, however it ends (``kill -9`` included), on
+Linux: each forkserver worker asks the kernel (``prctl(PR_SET_PDEATHSIG)``) for SIGKILL when
+the forkserver ends, then gives up its copy of the forkserver's "alive" pipe, so that the
+forkserver, which ends when the last holder of that pipe has gone, ends with the parent; and
+multiprocessing's resource tracker ends once the parent and the workers have closed its
+pipe. Where ``prctl`` does not exist, workers outlive a parent killed without warning.
 """
 from __future__ import annotations
 
@@ -28,16 +37,21 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import weakref
 from concurrent.futures import Executor, InvalidStateError, ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
-from typing import Iterator
+from typing import Iterator, Sequence
 
-__all__ = ["open_executor", "default_processes", "local_processes", "dask_executor", "stop"]
+__all__ = ["open_executor", "default_processes", "local_processes", "LocalPool", "dask_executor", "stop"]
 
-#: Modules a forkserver imports once (torch among them), so that every worker it forks starts warm.
-_PRELOAD = ["verify.checking", "verify.catalogue", "verify.sweep"]
+#: Modules a forkserver imports once (torch among them), so that every worker it forks starts
+#: warm: a sweep's by default. A process has one forkserver, started by its first pool: later
+#: pools share it and what it imported.
+_PRELOAD = ("verify.checking", "verify.catalogue", "verify.sweep")
+#: ``prctl`` option (linux/prctl.h): the signal this process gets when its parent ends.
+_PR_SET_PDEATHSIG = 1
 
 
 def default_processes() -> int:
@@ -49,8 +63,50 @@ def default_processes() -> int:
 
 
 def _ignore_interrupts() -> None:
-    """Worker initialiser: Ctrl-C reaches the whole process group; only the parent reacts."""
+    """Ctrl-C reaches the whole process group; only the parent reacts."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _killed_with_parent() -> bool:
+    """Ask Linux to SIGKILL this process when its parent ends; False where that cannot be
+    asked (no ``prctl``: not Linux, or no C library to call it through)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        return prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _release_forkserver() -> None:
+    """Close this forkserver child's copy of the forkserver's "alive" pipe. Every child of a
+    forkserver inherits one, and the forkserver ends only when all are closed: kept, the
+    workers would keep the forkserver (and so themselves) alive after their parent has gone.
+    A worker never starts processes of its own through it."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is None:
+        return
+    server._forkserver_alive_fd = None
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _start_worker(forkserved: bool) -> None:
+    """Worker initialiser: deaf to Ctrl-C and, when started by a forkserver, dying with it
+    (see the module docstring). In that order: the forkserver cannot end (its last "alive"
+    pipe closed) before the kernel has been asked to kill this worker when it does."""
+    _ignore_interrupts()
+    if forkserved and _killed_with_parent():
+        _release_forkserver()
 
 
 @contextmanager
@@ -87,14 +143,16 @@ def _starting_workers() -> Iterator[None]:
             signal.raise_signal(noted[0])
 
 
-def local_processes(n: int) -> ProcessPoolExecutor:
+def local_processes(n: int, preload: Sequence[str] = _PRELOAD) -> ProcessPoolExecutor:
     """A pool of ``n`` worker processes, started by forkserver (or spawn), all at once (see
-    the module docstring on interrupts)."""
+    the module docstring on interrupts and lifetime); ``preload``: the modules a forkserver
+    started now imports before forking workers."""
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if context.get_start_method() == "forkserver":
-        context.set_forkserver_preload(_PRELOAD)
-    executor = ProcessPoolExecutor(n, mp_context=context, initializer=_ignore_interrupts)
+    forkserved = context.get_start_method() == "forkserver"
+    if forkserved:
+        context.set_forkserver_preload(list(preload))
+    executor = ProcessPoolExecutor(n, mp_context=context, initializer=_start_worker, initargs=(forkserved,))
     try:
         with _starting_workers():
             launch = getattr(executor, "_launch_processes", None)   # all n now (else: one per task while none is idle)
@@ -106,6 +164,55 @@ def local_processes(n: int) -> ProcessPoolExecutor:
         stop(executor)
         raise
     return executor
+
+
+class LocalPool(Executor):
+    """At most ``limit`` local worker processes (a :func:`local_processes` pool), started when
+    first needed rather than when opened, so that they fit the work: ``start(tasks)`` starts
+    min(tasks, limit) of them, none for no task; a ``submit`` before that starts all ``limit``,
+    and one after ``start(0)`` (work that turned up after all) starts one. The pool itself
+    is ``pool`` (None until started)."""
+
+    def __init__(self, limit: int, preload: Sequence[str] = _PRELOAD):
+        self.limit = limit
+        self.preload = preload
+        self.pool: ProcessPoolExecutor | None = None
+        self._planned = limit
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def workers(self) -> int:
+        """The workers started, or to be started by the next ``submit``."""
+        return self.pool._max_workers if self.pool is not None else max(1, self._planned)
+
+    def start(self, tasks: int) -> None:
+        """Start min(tasks, limit) workers now; none if ``tasks`` is 0."""
+        self._planned = max(0, min(tasks, self.limit))
+        if self._planned:
+            self._started()
+
+    def _started(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            if self.pool is None:
+                self.pool = local_processes(max(1, self._planned), self.preload)
+            return self.pool
+
+    def submit(self, fn, /, *args, **kwargs):
+        return self._started().submit(fn, *args, **kwargs)
+
+    def close(self) -> ProcessPoolExecutor | None:
+        """Take no more work (no pool is started after this); the pool, if one was started."""
+        with self._lock:
+            self._closed = True
+            return self.pool
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pool = self.close()
+        if pool is not None:
+            pool.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
 def _import_distributed():
@@ -169,6 +276,8 @@ def stop(executor: Executor | None) -> None:
     Python < 3.12 that thread (or the queue feeder thread) raises InvalidStateError for one
     that was cancelled meanwhile; that race is harmless, and its traceback is kept off
     stderr for as long as those two threads live, not just while this waits for them."""
+    if isinstance(executor, LocalPool):
+        executor = executor.close()
     if executor is None:
         return
     if isinstance(executor, ProcessPoolExecutor):
@@ -188,12 +297,13 @@ def stop(executor: Executor | None) -> None:
 
 
 @contextmanager
-def open_executor(processes: int | None = None, scheduler: str | None = None,
-                  workers: int | None = None) -> Iterator[Executor | None]:
+def open_executor(processes: int | None = None, scheduler: str | None = None, workers: int | None = None,
+                  preload: Sequence[str] = _PRELOAD) -> Iterator[Executor | None]:
     """The executor the options ask for (see the module docstring); None runs in-process.
 
     At most one of ``processes``, ``scheduler``, ``workers`` may be given. On an exception
     (Ctrl-C included) the executor is stopped without waiting for running cells.
+    ``preload``: what a local pool's forkserver imports (see ``local_processes``).
     """
     given = [name for name, value in (("processes", processes), ("scheduler", scheduler), ("workers", workers))
              if value is not None]
@@ -210,7 +320,7 @@ def open_executor(processes: int | None = None, scheduler: str | None = None,
     if n == 1:
         yield None
         return
-    executor = local_processes(n)
+    executor = LocalPool(n, preload)
     try:
         yield executor
     except BaseException:

@@ -128,6 +128,22 @@ def check_batch(batch_size: int, n_samples: int, n_clients: int, dataset: str, i
                          f"({human_bytes(2 * floats * itemsize)} of activations and gradients per sample)")
 
 
+#: Bytes of one run's history a round (losses, gradient norms, floats sent: a few float64).
+HISTORY_BYTES = 64
+
+
+def check_sizes(n_clients: int, rounds: int, patterns=PATTERNS) -> None:
+    """Refuse, before any run, an experiment whose traces (one per pattern, T × N booleans, all held
+    while the runs go) and one run's history (``HISTORY_BYTES`` a round) need more than the memory
+    limit: a one-line ValueError naming the need and the limit."""
+    from .budget import require_memory
+
+    count = len(tuple(patterns))
+    require_memory(rounds * (count * n_clients + HISTORY_BYTES),
+                   f"experiment at T={rounds}, N={n_clients}: the traces of {count} pattern{'s' * (count != 1)} "
+                   "and one run's history")
+
+
 def _activations_per_sample(models, dataset: str, image_shape) -> int:
     """Floats a forward pass of the CNN holds per sample: its input and every layer's output."""
     import torch
@@ -158,7 +174,8 @@ def fedsum_experiment(problem, rounds: int = 100, *, algorithms=ALGORITHMS, patt
     from algorithms import get, run
     from participation import preset
 
-    n = problem.n_clients
+    n, patterns = problem.n_clients, tuple(patterns)
+    check_sizes(n, rounds, patterns)
     traces = {p: preset(p, n_clients=n, per_round=max(1, n // 5)).sample(rounds, seed=seed) for p in patterns}
     setting = _setting(problem, rounds, local_steps, eta_l, eta_g, local_schedule, seed, record_every)
     result = ExperimentResult(setting)
@@ -405,15 +422,25 @@ def _with_final_model(problem, history, recorded, loss, accuracy, rounds, device
     return recorded, loss, accuracy
 
 
+#: Local steps a timed run of :func:`estimate_seconds` takes at most (more are scaled up from it).
+TIMED_STEPS = 10
+
+
 def estimate_seconds(problem, rounds: int, algorithms=ALGORITHMS, patterns=PATTERNS, record_every: int = 5,
                      **options) -> float:
     """Seconds :func:`fedsum_experiment` will take, from short timed runs of the first
     algorithm: one round to warm up, then 2 and 4 rounds with one evaluation each, whose
-    difference separates the cost of a training round from that of an evaluation."""
+    difference separates the cost of a training round from that of an evaluation. The timed
+    runs take at most ``TIMED_STEPS`` local steps; a training round of K more is scaled up in
+    proportion (its cost is K mini-batch steps of every client taking part), so that the
+    estimate of a huge K is quick."""
     import math
     import time
 
-    first = dict(algorithms=tuple(algorithms)[:1], patterns=tuple(patterns)[:1], **options)
+    steps = options.get("local_steps", 10)
+    timed_steps = min(steps, TIMED_STEPS)
+    first = dict(algorithms=tuple(algorithms)[:1], patterns=tuple(patterns)[:1],
+                 **{**options, "local_steps": timed_steps})
 
     def timed(n):
         start = time.perf_counter()
@@ -424,6 +451,7 @@ def estimate_seconds(problem, rounds: int, algorithms=ALGORITHMS, patterns=PATTE
     two, four = timed(2), timed(4)
     train = max((four - two) / 2, 0.0)
     evaluation = max(two - 2 * train, 0.0)
+    train *= steps / timed_steps
     per_run = rounds * train + math.ceil(rounds / record_every) * evaluation
     return per_run * len(tuple(algorithms)) * len(tuple(patterns))
 

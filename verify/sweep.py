@@ -28,7 +28,9 @@ of more than ``max_cells`` cells (default ``MAX_CELLS`` = 100,000) is refused wi
 and the limit; write ``max_cells = N`` at the top of the spec to allow more. The cells
 themselves are never all held at once (they stream to the workers, a few per worker in
 flight); the table of results is, about 4 KiB a cell, within ``verify.budget``'s memory
-limit. A spec file is at most 4 MiB and nests at most ``MAX_SPEC_DEPTH`` (16) arrays or
+limit, and so is each table's largest cell (its trace and history, problem and noise seeds'
+results for a check, ``check_monte_carlo`` for a Monte-Carlo job), checked with the names
+before any cell runs and refused in one line naming the table and the cell's fields. A spec file is at most 4 MiB and nests at most ``MAX_SPEC_DEPTH`` (16) arrays or
 tables deep, with at most 16 parts to a dotted key; a deeper one is refused before it is
 parsed (the JSON and TOML readers recurse).
 
@@ -75,6 +77,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from .executors import LocalPool
 from .report import number, write_csv, write_json
 
 try:
@@ -453,6 +456,7 @@ class _Resolver:
         self.theorems: dict[str, str] = {}
         self.patterns: dict[tuple, tuple] = {}
         self.scaled: set[tuple] = set()
+        self.file_rounds: dict[str, int] = {}
 
     def algorithm(self, name: str) -> str:
         if name not in self.algorithms:
@@ -505,6 +509,7 @@ class _Resolver:
         from participation import Trace
 
         trace = Trace.load(path)
+        self.file_rounds[str(path.resolve())] = trace.n_rounds
         return path.name, {"trace_sha256": _file_sha256(path)}, str(path.resolve()), trace.n_clients
 
 
@@ -563,6 +568,7 @@ class _Table:
     kind: str
     axes: tuple[tuple[str, tuple], ...]
     ids: tuple[frozenset, ...]
+    where: str = ""
 
 
 def _pattern_id(item: tuple) -> tuple:
@@ -601,8 +607,67 @@ def _tables(spec: Spec) -> list[_Table]:
             ordered = tuple((key, axes.get(key, grid[key])) for key in grid)
             ids = tuple(frozenset(_pattern_id(v) for v in values) if key == "patterns" else frozenset(values)
                         for key, values in ordered)
-            tables.append(_Table(kind, ordered, ids))
+            tables.append(_Table(kind, ordered, ids, where))
+    _check_cell_sizes(tables, resolver.file_rounds)
     return tables
+
+
+#: What one check cell keeps, counted as ``fedverify check`` counts a run: its history a round (the
+#: trace adds N booleans a round), and each noise seed's number and measured value.
+_HISTORY_BYTES, _SEED_BYTES = 64, 128
+
+
+def _check_cell_sizes(tables: Sequence[_Table], file_rounds: Mapping[str, int]) -> None:
+    """Refuse, before any cell runs, a table whose largest cell cannot fit the memory limit, in
+    one line naming the table, the fields of that cell with their values, the need and the limit.
+    A check cell holds one run's trace and history (a trace file runs its own length where it is
+    shorter), the problem's clients and its noise seeds' results; a Monte-Carlo cell is checked by
+    ``check_monte_carlo`` (its replicates' results and its largest chunk) at the table's largest
+    rounds and reps, for every pattern and n_clients."""
+    for table in tables:
+        axes = dict(table.axes)
+        if table.kind == "check":
+            _check_run_sizes(table.where, axes, file_rounds)
+        else:
+            _check_monte_carlo_sizes(table.where, axes)
+
+
+def _refuse_cells(where: str, fields: Mapping, nbytes: float, what: str) -> None:
+    """``require_memory`` for the cells of table ``where`` with these ``fields`` (name → value)."""
+    from .budget import require_memory
+
+    cells = ", ".join(f"{key} = {_short(value)}" for key, value in fields.items())
+    require_memory(nbytes, f"{where} cells with {cells}: {what}")
+
+
+def _check_run_sizes(where: str, axes: Mapping, file_rounds: Mapping[str, int]) -> None:
+    from .catalogue import problem_bytes
+
+    n, rounds, runs = max(axes["n_clients"]), max(axes["rounds"]), max(axes["runs"])
+    run = max(rounds if path is None else min(rounds, file_rounds[path]) for _, _, path in axes["patterns"])
+    _refuse_cells(where, {"rounds": rounds, "n_clients": n}, run * (n + _HISTORY_BYTES), "one run's trace and history")
+    _refuse_cells(where, {"runs": runs}, runs * _SEED_BYTES, "the noise seeds' results")
+    for problem in axes["problems"]:
+        _refuse_cells(where, {"problem": problem, "n_clients": n}, problem_bytes(problem, n), "the problem")
+
+
+def _check_monte_carlo_sizes(where: str, axes: Mapping) -> None:
+    from participation.expected import check_monte_carlo
+    from participation.expected.montecarlo import RESULT_BYTES, clear_table_caches
+
+    rounds, reps = max(axes["rounds"]), max(axes["reps"])
+    _refuse_cells(where, {"reps": reps}, reps * RESULT_BYTES, f"{reps} replicates' τ_max and τ_avg")
+    try:
+        for label, _, _ in axes["patterns"]:
+            for n in axes["n_clients"]:
+                fields = {"pattern": label, **({} if n is None else {"n_clients": n}), "rounds": rounds, "reps": reps}
+                try:
+                    check_monte_carlo(_scaled_pattern(label, n), rounds, reps)
+                except ValueError as err:
+                    cells = ", ".join(f"{key} = {_short(value)}" for key, value in fields.items())
+                    raise ValueError(f"{where} cells with {cells}: {err}") from None
+    finally:
+        clear_table_caches()     # the cells build their own tables, in their own processes
 
 
 def _walk(tables: Sequence[_Table]) -> Iterator[Cell | None]:
@@ -1156,6 +1221,8 @@ def _one_line(err: BaseException) -> str:
 def _capacity(executor: Executor) -> int:
     """How many cells ``executor`` runs at once: a process pool's workers, a Dask cluster's
     threads, else this machine's CPUs."""
+    if isinstance(executor, LocalPool):
+        return executor.workers
     n = getattr(executor, "_max_workers", None)
     if not n:
         client = getattr(executor, "_client", None)
@@ -1289,11 +1356,18 @@ class _Run:
         claim. A process pool's futures are left to the pool's own shutdown (cancelling them
         from here races with its manager thread, which then fails them: an InvalidStateError
         on Python < 3.12); other executors' (Dask) are cancelled."""
-        if self.executor is not None and not isinstance(self.executor, ProcessPoolExecutor):
+        if self.executor is not None and not isinstance(self.executor, (ProcessPoolExecutor, LocalPool)):
             for future in self.inflight:
                 future.cancel()
         self.inflight.clear()
         self.claims.release_all()
+
+
+def _fit_pool(executor: Executor | None, spec: Spec, folder: Path) -> None:
+    """Start a ``LocalPool``'s workers, no more than the cells still to run (by
+    ``count_to_run``), and none when every cell is done: idle workers cost a process each."""
+    if isinstance(executor, LocalPool):
+        executor.start(count_to_run(spec, folder, at_most=executor.limit))
 
 
 def run_sweep(spec, output, *, executor: Executor | None = None, progress: bool | None = None) -> SweepOutcome:
@@ -1308,8 +1382,10 @@ def run_sweep(spec, output, *, executor: Executor | None = None, progress: bool 
     this returns, every cell is done (or failed), whoever ran it.
 
     ``executor``: any ``concurrent.futures.Executor`` (see ``verify.executors``), or None to
-    run in this process. ``progress``: a tqdm bar of cells done (None: only on a terminal).
-    Raises ``SweepError`` after the table is written if any cell raised.
+    run in this process; a ``LocalPool`` (what ``open_executor(processes=N)`` gives) starts
+    no more workers than there are cells still to run, and none when none is. ``progress``:
+    a tqdm bar of cells done (None: only on a terminal). Raises ``SweepError`` after the
+    table is written if any cell raised.
     """
     from tqdm.auto import tqdm
 
@@ -1318,6 +1394,7 @@ def run_sweep(spec, output, *, executor: Executor | None = None, progress: bool 
     stream = _walk(_tables(spec))            # every name is checked here, before anything is written
     folder = Path(output)
     _cells_folder(folder).mkdir(parents=True, exist_ok=True)
+    _fit_pool(executor, spec, folder)
     window = 1 if executor is None else 2 * _capacity(executor)
     with tqdm(total=total, unit="cell", desc="fedverify sweep", disable=True if progress is False else None,
               file=sys.stderr) as bar:

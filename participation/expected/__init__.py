@@ -23,12 +23,12 @@ from ..patterns.base import check_count, require_pattern
 from ..delays import per_round_delay
 from . import availability, independent, reshuffled, sampling
 from ._budget import require
-from .montecarlo import Estimate, MonteCarloResult, monte_carlo
+from .montecarlo import Estimate, MonteCarloResult, check_monte_carlo, monte_carlo
 from .paper_bounds import PaperBound, paper_tau_max_bound
 from .units import units_of
 
 __all__ = ["exact_tau_t", "exact_tau_avg", "exact_tau_max", "exact_tau_max_tail", "paper_tau_max_bound",
-           "PaperBound", "monte_carlo", "MonteCarloResult", "Estimate"]
+           "PaperBound", "monte_carlo", "check_monte_carlo", "MonteCarloResult", "Estimate"]
 
 
 def _no_formula(pattern: Pattern, what: str) -> ValueError:

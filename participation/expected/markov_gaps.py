@@ -93,12 +93,24 @@ def _markov_plan_cached(key: bytes, chains: int, rounds: int) -> _MarkovPlan:
         spread = np.sqrt(rounds * var / mean**3)
         pairs = np.ceil(np.clip(rounds / mean + MARKOV_SPREAD * spread + 2, 1, rounds + 1)).astype(np.int64)
         extension = int(np.ceil(np.max(np.minimum(2 * spread + 4, rounds + 1), initial=4)))
+        _require_plan_memory(chains, rounds, int(pairs.sum()))
         offsets = np.concatenate([[0], np.cumsum(pairs)])
         chain = np.repeat(np.arange(chains), pairs)
         log_on, log_off = np.log(c)[chain], np.log1p(-a)[chain]
     for array in (pairs, offsets, log_on, log_off, chain):
         array.flags.writeable = False
     return _MarkovPlan(rounds, pairs, offsets, log_on, log_off, chain, extension)
+
+
+def _require_plan_memory(chains: int, rounds: int, columns: int) -> None:
+    """Refuse, before the plan is allocated, a plan of ``columns`` (on, off) pairs whose arrays
+    (three 64-bit values a pair) and one replicate's runs (:func:`markov_chunk_bytes`) exceed the
+    memory limit."""
+    from ..budget import require_memory
+
+    require_memory((24 + 80) * columns + 32 * chains + 8 * rounds,
+                   f"the absence runs of {chains} Markov chains over {rounds} rounds (method 'gaps': "
+                   f"{columns} run pairs a replicate)")
 
 
 def _markov_plan(chains: MarkovChains, rounds: int) -> _MarkovPlan:

@@ -345,17 +345,15 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     Cyclic, Replay, OnOffCycles with fixed phases, ...) has one trace, whose delays are computed
     once and serve every replicate.
 
-    The memory of one chunk is estimated before anything is drawn; more than
-    ``participation.trace.memory_limit()`` (``FEDVERIFY_MEMORY_GB``, else half the
-    machine's memory) is refused with a one-line ValueError.
+    The memory of the results (``RESULT_BYTES`` a replicate) and of one chunk is estimated
+    before anything is drawn; more than ``participation.trace.memory_limit()``
+    (``FEDVERIFY_MEMORY_GB``, else half the machine's memory) is refused with a one-line
+    ValueError. :func:`check_monte_carlo` makes these checks without drawing.
     """
     require_pattern(pattern)
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise TypeError(f"executor must be a concurrent.futures.Executor (or None), got {type(executor).__name__}")
-    rounds = check_count(rounds, "rounds")
-    horizon = getattr(pattern, "horizon", None)
-    if horizon is not None and rounds > horizon:     # as sample refuses it, whichever sampler runs
-        raise ValueError(f"this pattern defines probabilities for {horizon} rounds, {rounds} requested")
+    rounds = _check_rounds(pattern, rounds)
     if stderr is not None:
         if reps is not None:
             raise ValueError("give reps or stderr, not both")
@@ -364,6 +362,7 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
         max_reps = check_count(max_reps, "max_reps")
         if max_reps < 2:
             raise ValueError(f"max_reps must be at least 2 (a standard error needs two replicates), got {max_reps}")
+        require_memory(RESULT_BYTES * max_reps, f"{max_reps} replicates' τ_max and τ_avg (max_reps)")
         return _to_precision(pattern, rounds, float(stderr), max_reps, seed,
                              executor=executor, chunk_size=chunk_size, device=device, confidence=confidence,
                              quantiles=quantiles, keep_samples=keep_samples, progress=progress, method=method)
@@ -376,8 +375,37 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     if any(not 0 <= q <= 1 for q in quantiles):
         raise ValueError(f"quantiles must lie in [0, 1], got {quantiles}")
     root = seed_sequence(seed)
+    method, p, size = _plan(pattern, rounds, reps, method, chunk_size, device)
+    windows = method == "trace" and device is None and _streams_windows(pattern, rounds, size)
+    tau_max, tau_avg = _replicates(pattern, rounds, root, _first, _first + reps, size, device, method, p, executor,
+                                   progress if progress is not None else reps > size or windows, "Monte-Carlo chunks")
+    samples = {"tau_max": tau_max, "tau_avg": tau_avg} if keep_samples else None
+    return MonteCarloResult(Estimate.from_samples(tau_max, confidence, quantiles),
+                            Estimate.from_samples(tau_avg, confidence, quantiles), reps, rounds, samples, method)
+
+
+def _check_rounds(pattern: Pattern, rounds) -> int:
+    """``rounds`` checked: a positive integer within the pattern's horizon (as ``sample`` refuses it,
+    whichever sampler runs)."""
+    rounds = check_count(rounds, "rounds")
+    horizon = getattr(pattern, "horizon", None)
+    if horizon is not None and rounds > horizon:
+        raise ValueError(f"this pattern defines probabilities for {horizon} rounds, {rounds} requested")
+    return rounds
+
+
+#: Bytes a replicate keeps to the end: its τ_max and τ_avg, their concatenated and sorted copies
+#: (the quantiles), as ``fedverify mc`` counts them.
+RESULT_BYTES = 64
+
+
+def _plan(pattern: Pattern, rounds: int, reps: int, method: str, chunk_size, device):
+    """(method, what it draws from, replicates per chunk) of ``monte_carlo``, "auto" resolved,
+    once the results of ``reps`` replicates and the largest chunk are known to fit the memory
+    limit (a one-line ValueError naming the need and the limit otherwise)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
+    require_memory(RESULT_BYTES * reps, f"{reps} replicates' τ_max and τ_avg")
     p = _gap_laws(pattern, rounds, method) if device is None else None
     method = _resolve_method(pattern, method, p, device)
     if chunk_size is not None:
@@ -388,12 +416,18 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     require_memory(_chunk_bytes(pattern, rounds, largest, method, p, device),
                    f"Monte-Carlo over {rounds} rounds × {pattern.n_clients} clients "
                    f"({largest} replicate{'s' if largest > 1 else ''} at a time, method {method!r})")
-    windows = method == "trace" and device is None and _streams_windows(pattern, rounds, size)
-    tau_max, tau_avg = _replicates(pattern, rounds, root, _first, _first + reps, size, device, method, p, executor,
-                                   progress if progress is not None else reps > size or windows, "Monte-Carlo chunks")
-    samples = {"tau_max": tau_max, "tau_avg": tau_avg} if keep_samples else None
-    return MonteCarloResult(Estimate.from_samples(tau_max, confidence, quantiles),
-                            Estimate.from_samples(tau_avg, confidence, quantiles), reps, rounds, samples, method)
+    return method, p, size
+
+
+def check_monte_carlo(pattern: Pattern, rounds: int, reps: int, *, method: str = "auto", device=None,
+                      chunk_size: int | None = None) -> str:
+    """The checks ``monte_carlo`` makes before drawing anything, without drawing: the sizes, the
+    method, and the memory of the results and of the largest chunk (the tables of the specialised
+    methods are built, and kept for the run). Returns the method that would run ("auto"
+    resolved); a size that cannot fit is a one-line ValueError naming the need and the limit."""
+    require_pattern(pattern)
+    rounds, reps = _check_rounds(pattern, rounds), check_count(reps, "reps")
+    return _plan(pattern, rounds, reps, method, chunk_size, device)[0]
 
 
 def _replicates(pattern, rounds, root, first, last, size, device, method, p, executor, show, desc):

@@ -71,6 +71,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..budget import memory_limit
 from .gaps import block_words, keyed_bits
 
 #: Longest period looked for, and the largest threshold H.
@@ -411,10 +412,18 @@ def _laws_of_period(first: np.ndarray, rounds: int, threshold=None, steps=None, 
     """The tables for the first period ``first`` (P, N) of the clients' probabilities."""
     if threshold is not None and not 1 <= threshold <= MAX_THRESHOLD:
         raise ValueError(f"threshold must lie in [1, {MAX_THRESHOLD}], got {threshold}")
-    sequences, group_of = np.unique(np.ascontiguousarray(first.T), axis=0, return_inverse=True)
-    group_of = np.ascontiguousarray(group_of.ravel(), dtype=np.int64)
-    sequences = np.ascontiguousarray(sequences)
+    sequences, group_of = _client_sequences(first)
     return _laws_cached(sequences.tobytes(), sequences.shape, group_of.tobytes(), int(rounds), threshold, steps, cap)
+
+
+def _client_sequences(first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct probability sequences (G, P) of the clients, sorted, and the group of each client
+    (int64): what ``np.unique(first.T, axis=0, return_inverse=True)`` gives, without its sort of N
+    rows when every client has the same sequence (FedSUM's P3: a minute at N = 10^7)."""
+    if bool((first == first[:, :1]).all()):
+        return np.ascontiguousarray(first[:, :1].T), np.zeros(first.shape[1], dtype=np.int64)
+    sequences, group_of = np.unique(np.ascontiguousarray(first.T), axis=0, return_inverse=True)
+    return np.ascontiguousarray(sequences), np.ascontiguousarray(group_of.ravel(), dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------- paths
@@ -772,10 +781,18 @@ MAX_PHASE_ROWS = 256
 AUTO_STEPS_PER_ROUND = 0.12
 
 
+#: Peak bytes of building the tables, per (sequence, phase) row and round of the horizon: the
+#: survival products of every row over the horizon and their lookup's sorted keys (measured: 107 to
+#: 126 for P3 at T = 10^5 to 10^6).
+TABLE_BYTES = 128
+
+
 def pattern_laws(pattern, rounds: int) -> PeriodicLaws | None:
     """The tables of an independent pattern whose probabilities over ``rounds`` rounds repeat
-    with a period, with at most ``MAX_PHASE_ROWS`` (sequence, phase) rows; None otherwise. The
-    probabilities are read a slab of rounds at a time (never as one rounds × clients array)."""
+    with a period, with at most ``MAX_PHASE_ROWS`` (sequence, phase) rows; None otherwise, and
+    None too where the tables would need more than the memory limit (``TABLE_BYTES`` a row and
+    round; the caller then draws another way). The probabilities are read a slab of rounds at a
+    time (never as one rounds × clients array)."""
     n = pattern.n_clients
 
     def read(start: int, stop: int) -> np.ndarray:
@@ -797,6 +814,8 @@ def pattern_laws(pattern, rounds: int) -> PeriodicLaws | None:
     first = read(0, period)
     groups = 1 if bool((first == first[:, :1]).all()) else np.unique(first.T, axis=0).shape[0]
     if groups * period > MAX_PHASE_ROWS:
+        return None
+    if TABLE_BYTES * groups * period * (rounds + 1) > memory_limit():
         return None
     return _laws_of_period(first, rounds)
 

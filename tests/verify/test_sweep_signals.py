@@ -129,15 +129,38 @@ def test_an_interrupt_swallowed_by_a_gc_callback_still_ends_the_sweep(tmp_path):
     assert process.returncode == 130 and process.stderr == "fedverify: interrupted\n", process.stderr
 
 
-def test_a_pool_with_nothing_to_do_ends_cleanly(tmp_path):
-    """Workers started ahead of any cell are shut down like any others (none is left
-    waiting for work, which would hang the exit)."""
-    path = spec_file(tmp_path)
-    sweep.run_sweep(path, tmp_path / "out", progress=False)
-    process = subprocess.run(command(path, "-o", tmp_path / "out", "-j", "2", "--no-progress"), env=env(),
-                             capture_output=True, text=True, timeout=120)
-    assert process.returncode == 0 and process.stderr == "", process.stderr
-    assert process.stdout.startswith("4 cells: 0 run now on 2 processes, 4 found done")
+#: ``fedverify sweep`` that says on stderr how many workers each pool it starts has.
+COUNTING_POOLS = textwrap.dedent("""
+    import sys
+    from verify import executors
+    from verify.cli import main
+
+    real = executors.local_processes
+
+    def counted(n, *args):
+        print(f"pool of {n}", file=sys.stderr)
+        return real(n, *args)
+
+    executors.local_processes = counted
+    if __name__ == "__main__":
+        sys.exit(main(sys.argv[1:]))
+""")
+
+
+@pytest.mark.parametrize("left, pools", [(0, ""), (1, "pool of 1\n")])
+def test_a_sweep_with_little_or_nothing_to_do_starts_no_idle_worker_and_ends_cleanly(left, pools, tmp_path):
+    """``-j 2`` with one cell left to run starts one worker; with none left, no pool at all
+    (no worker waits for work that never comes, no forkserver starts). Either way the sweep
+    ends as any other: exit 0, the table on stdout, nothing else on stderr."""
+    path, out = spec_file(tmp_path), tmp_path / "out"
+    sweep.run_sweep(path, out, progress=False)
+    for record in sorted((out / "cells").glob("*.json"))[:left]:
+        record.unlink()
+    process = subprocess.run([sys.executable, "-c", COUNTING_POOLS, "sweep", str(path), "-o", str(out), "-j", "2",
+                              "--no-progress"], env=env(), capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0 and process.stderr == pools, process.stderr
+    head = process.stdout.splitlines()[0]
+    assert head.startswith(f"4 cells: {left} run now") and f"{4 - left} found done" in head, head
 
 
 def test_a_stopped_pool_keeps_its_threads_invalid_state_errors_quiet(monkeypatch):

@@ -75,6 +75,11 @@ def require_mc_memory(reps: int) -> None:
     require_memory(64 * reps, f"{reps} replicates' τ_max and τ_avg")
 
 
+#: Trace cells (rounds × clients × replicates) the short timing of ``_mc_seconds`` draws at most;
+#: a pattern with more clients than this is timed on one round, which may itself take a while.
+TIMING_CELLS = 2_000_000
+
+
 def _mc_seconds(pattern, rounds: int, reps: int, method: str = "auto") -> float:
     """Seconds ``monte_carlo`` will take. Whole traces cost in proportion to T·N, so two
     replicates over a short horizon are timed and scaled up. The other methods build tables for
@@ -90,7 +95,7 @@ def _mc_seconds(pattern, rounds: int, reps: int, method: str = "auto") -> float:
         result = monte_carlo(pattern, horizon, count, 0, progress=False, method=method)
         return time.perf_counter() - start, result.method
 
-    short = max(1, min(rounds, 2_000_000 // pattern.n_clients))
+    short = max(1, min(rounds, TIMING_CELLS // pattern.n_clients))
     seconds, resolved = timed(short, 2)
     if resolved == "trace" or rounds == short:
         return seconds * (rounds / short) * (reps / 2)
@@ -100,9 +105,20 @@ def _mc_seconds(pattern, rounds: int, reps: int, method: str = "auto") -> float:
 def announce_mc(name: str, pattern, rounds: int, reps: int, workers: int = 1, method: str = "auto",
                 stderr: float | None = None) -> None:
     """Say before long Monte-Carlo work how long it will take; with ``stderr`` (run to a target
-    precision), ``reps`` is the most replicates it may take and the time is an upper limit."""
+    precision), ``reps`` is the most replicates it may take and the time is an upper limit.
+
+    The sizes are checked first (``check_monte_carlo``: a one-line ValueError naming the need and
+    the limit when the results or a chunk cannot fit), before anything is timed; a pattern with
+    more than ``TIMING_CELLS`` clients is then announced before its timing too, which takes a
+    while of its own."""
+    from participation.expected import check_monte_carlo
+
     from ..budget import human_seconds
 
+    check_monte_carlo(pattern, rounds, reps, method=method)
+    if pattern.n_clients > TIMING_CELLS:
+        announce(f"{name}: {reps} traces of {rounds} rounds × {pattern.n_clients} clients; timing them first, "
+                 f"which at more than {TIMING_CELLS:,} clients takes a while itself")
     seconds = _mc_seconds(pattern, rounds, reps, method) / workers
     if seconds > 20:
         if stderr is None:

@@ -33,6 +33,7 @@ def run(args) -> str:
         if not (value > 0 and math.isfinite(value)):
             raise UsageError(f"{flag} must be > 0 and finite, got {value}")
     device(args.device)
+    experiment.check_sizes(args.clients, args.rounds, args.patterns)
     writable_folder(Path(args.output), "--output", OUTPUT_FILES)
     problem = experiment.build_problem(dataset, args.root, args.clients, args.alpha, batch, args.seed,
                                        args.limit, args.device)

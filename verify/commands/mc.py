@@ -1,9 +1,16 @@
-"""``fedverify mc``: E[τ_max] and E[τ_avg] per preset with confidence intervals and quantiles."""
+"""``fedverify mc``: E[τ_max] and E[τ_avg] per preset with confidence intervals and quantiles.
+
+``--workers N`` runs the replicates on the sweep's local process pool
+(``verify.executors.open_executor``): workers deaf to Ctrl-C, stopped at once on an
+interrupt, dying with this process however it ends, and never more of them than replicates."""
 from __future__ import annotations
 
 from ..catalogue import exact_or_none, paper_bound_or_none
 from ..usage import UsageError
 from . import announce_mc, check_plot, parse_setting, require_mc_memory, show_progress
+
+#: What a worker runs, imported once by the forkserver (not the sweep's torch).
+_WORKER_MODULES = ("participation.expected.montecarlo", "participation.patterns")
 
 
 def _pattern(name, args):
@@ -58,6 +65,8 @@ def _mc_lines(case, args) -> list[str]:
 
 
 def run(args) -> str:
+    from ..executors import open_executor
+
     if not 0 < args.confidence < 1:
         raise UsageError(f"--confidence must lie in (0, 1), got {args.confidence}")
     check_plot(args.plot)
@@ -75,17 +84,9 @@ def run(args) -> str:
             announce_mc(name, pattern, args.rounds, args.reps, args.workers, args.method)
         else:
             announce_mc(name, pattern, args.rounds, args.max_reps, args.workers, args.method, stderr=args.stderr)
-    executor = None
     args.workers = min(args.workers, args.reps if args.reps is not None else args.max_reps)   # no idle workers
-    if args.workers > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
-        executor = ProcessPoolExecutor(args.workers)
-    try:
+    with open_executor(processes=args.workers, preload=_WORKER_MODULES) as executor:
         cases = [_mc_case(name, args, executor) for name in args.presets]
-    finally:
-        if executor is not None:
-            executor.shutdown()
     lines = [line for case in cases for line in _mc_lines(case, args)]
     lines.append("paper bound: FedSUM App. F on E[τ_max] as stated; it bounds E[τ_avg] too, since τ_avg ≤ τ_max")
     if args.plot:

@@ -88,9 +88,18 @@ def run(args) -> str:
         sys.unraisablehook = previous_unraisable
     where = ("this process" if executor is None and args.scheduler is None and args.workers is None
              else f"the Dask scheduler at {args.scheduler}" if args.scheduler
-             else f"a local Dask cluster of {args.workers} workers" if args.workers else f"{processes} processes")
+             else f"a local Dask cluster of {args.workers} workers" if args.workers else _processes(executor, processes))
     head = (f"{len(outcome.rows)} cells: {outcome.ran} run now on {where}, {outcome.skipped} found done"
             + (f", {outcome.elsewhere} run by another sweep on the same folder" if outcome.elsewhere else "")
             + (f" ({spec.description})" if spec.description else ""))
     return "\n".join([head, sweep.summary_table(outcome.rows),
                       f"wrote {outcome.table} (records in {outcome.folder / sweep.CELLS_FOLDER})"])
+
+
+def _processes(executor, limit: int) -> str:
+    """The local workers the sweep started (at most one per cell it had to run)."""
+    if not hasattr(executor, "pool"):
+        count = limit
+    else:
+        count = executor.workers if executor.pool is not None else 0
+    return f"{count} process" + ("" if count == 1 else "es")
