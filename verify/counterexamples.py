@@ -224,8 +224,8 @@ def _search_plan(theorem, algorithm, *, max_examples, n_clients, rounds, seeds, 
             state.setdefault("reason", str(err))
             reject()
 
-    corpus = search_spaces.seed_cases(theorem.name, rounds) if default_search else []
-    return _search(search_spaces.cases(theorem.name, n_clients, rounds), corpus, evaluate, state,
+    corpus = search_spaces.seed_cases(theorem, rounds) if default_search else []
+    return _search(search_spaces.cases(theorem, n_clients, rounds), corpus, evaluate, state,
                    max_examples=max_examples, shrink=shrink, covered_only=True)
 
 

@@ -156,21 +156,17 @@ def logit_seeds(which: str, T: int):
 
 
 @st.composite
-def cases(draw, theorem: str, n_clients, rounds):
-    """One case for ``theorem``: (problem, trace or pattern, hparams, T)."""
+def cases(draw, theorem, n_clients, rounds):
+    """One case for the declared ``theorem`` (a ``verify.theorems.Theorem``): (problem, trace or
+    pattern, hparams, T)."""
     n = draw(vst._strategy(n_clients))
     T = draw(vst._strategy(rounds))
-    problem, source, hparams = _declared(theorem).space(draw, n, T)
+    problem, source, hparams = theorem.space(draw, n, T)
     return problem, source, hparams, T
 
 
-def seed_cases(theorem: str, rounds) -> list[tuple]:
+def seed_cases(theorem, rounds) -> list[tuple]:
+    """The declared ``theorem``'s seed cases at ``rounds`` (40 when ``rounds`` is a range)."""
     T = rounds if isinstance(rounds, int) else 40
-    made = _declared(theorem).seed_cases
+    made = theorem.seed_cases
     return [(problem, source, hp, T) for problem, source, hp in (made(T) if made else [])]
-
-
-def _declared(theorem: str):
-    from .theorems import get
-
-    return get(theorem)

@@ -114,11 +114,11 @@ def test_every_theorem_is_searched_from_its_seed_corpus(name):
     """Every theorem with a step-size rule of its own is searched over its setting, starting from its
     seed cases (Server momentum Thms 4.1/4.6/5.1, Cor G.1; CA-Fed Thms 1–3; LOGIT Thms 1–2): the
     correct implementations break none of them."""
-    from verify import search_spaces
+    from verify import search_spaces, theorems
 
     result = conformance(None, name, max_examples=1, rounds=16, n_clients=2, shrink=False)
     assert not result.found
-    assert result.examples + result.skipped >= len(search_spaces.seed_cases(name, 16))
+    assert result.examples + result.skipped >= len(search_spaces.seed_cases(theorems.get(name), 16))
     assert result.result is not None and result.result.bound_name == name and result.result.conditions_hold
 
 

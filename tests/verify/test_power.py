@@ -22,6 +22,7 @@ from participation.patterns import Bernoulli, Markov, Uniform
 from verify import check, check_run, theorems
 from verify.catalogue import THEOREM_LIST
 from verify.records import record_from_history
+from verify.theorems.runner import make_plan
 
 N, DIM, T = 6, 3, 30
 PI = np.array([0.5, 0.6, 0.7, 0.8, 0.5, 0.9])
@@ -62,7 +63,7 @@ def mutated(theorem, *, bound_scale=None, bound_shift=None, measure_shift=None):
     """``theorem`` with its plan's bound multiplied by ``bound_scale`` or moved by ``bound_shift``,
     or its measured side (each run's value, or the values without runs) raised by ``measure_shift``."""
     def plan(setup):
-        p = theorem.make_plan(setup)
+        p = make_plan(theorem, setup)
         changes = {}
         if bound_scale is not None or bound_shift is not None:
             def moved(v):

@@ -238,16 +238,6 @@ class Theorem:
         """The prefix of the name ("fedsum", "cafed", ...), or "" for a user's theorem without one."""
         return self.name.split(".", 1)[0] if "." in self.name else ""
 
-    def make_plan(self, setup: Setup) -> Plan:
-        """The theorem's plan on ``setup``: its own, or the delay plan of a delay bound
-        (:func:`verify.theorems.delay.delay_plan`)."""
-        self.require_checkable()
-        if self.plan is not None:
-            return self.plan(setup)
-        from .delay import delay_plan
-
-        return delay_plan(self, setup)
-
     def require_checkable(self) -> None:
         if not self.checkable:
             raise NotCheckable(f"{self.name} cannot be checked by running: {self.reason}")

@@ -9,9 +9,17 @@ import algorithms
 from participation.delays import delay_metrics
 
 from ..verdicts import CheckResult, distinct_seeds, judge, noise_free, rounding_tolerance
-from .contract import Setup, Theorem
+from .contract import Plan, Setup, Theorem
+from .delay import delay_plan
 
-__all__ = ["run_plan"]
+__all__ = ["run_plan", "make_plan"]
+
+
+def make_plan(theorem: Theorem, setup: Setup) -> Plan:
+    """The theorem's plan on ``setup``: its own, or the delay plan of a delay bound
+    (:func:`verify.theorems.delay.delay_plan`)."""
+    theorem.require_checkable()
+    return theorem.plan(setup) if theorem.plan is not None else delay_plan(theorem, setup)
 
 
 def _plan_algorithm(plan, j: int):
@@ -25,7 +33,7 @@ def run_plan(theorem: Theorem, setup: Setup, *, confidence: float, device=None, 
     ``plan.algorithm`` is one Algorithm or one per trace (step sizes that depend on the trace)."""
     theorem.require_checkable()
     distinct_seeds(setup.seeds)
-    plan = theorem.make_plan(setup)
+    plan = make_plan(theorem, setup)
     notes = list(notes or []) + list(plan.notes)
     paired = setup.pattern is not None and theorem.expectation == "participation" and len(plan.traces) == len(setup.seeds)
     histories, values, stopped, used, first = [], [], [], [], None
