@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .usage import UsageError
 
 MAIN_PRESETS = ("P1", "P2", "P3")
 
@@ -27,8 +26,9 @@ TRACE_SUFFIXES = (".npz", ".csv", ".json")
 CHECK_ALGORITHMS = ("fedsum-b", "fedsum", "fedsum-cr", "fedavg", "scaffold")
 
 
-#: ``fedverify mc --method``: the values of ``participation.expected.monte_carlo``'s ``method``
-#: (spelled here so that ``--help`` imports nothing heavy; a test keeps the two equal).
+#: ``fedverify mc --method``: the values of ``participation.expected.monte_carlo``'s ``method``,
+#: ``montecarlo.METHODS`` (derived there from its ordered ``SAMPLERS``). Spelled here because
+#: ``--help`` must not import ``participation`` (numpy); a test keeps the two equal.
 MC_METHODS = ("auto", "trace", "gaps", "shifts", "epochs", "subsets", "cycles")
 
 
@@ -113,7 +113,7 @@ def build_problem(name: str, n_clients: int):
         "cnn-digits": lambda: Classifier.digits(n_clients=n_clients, model="cnn", seed=0),
     }
     if name not in builders:
-        raise UsageError(f"unknown problem {name!r}; choose from {', '.join(PROBLEMS)}")
+        raise ValueError(f"unknown problem {name!r}; choose from {', '.join(PROBLEMS)}")
     return builders[name]()
 
 
@@ -133,7 +133,7 @@ def scaled_preset(name: str, n_clients: int):
     from participation.patterns import preset, preset_names
 
     if name not in preset_names() and name not in PRESET_ALIASES:
-        raise UsageError(f"unknown pattern {name!r}: not a preset ({', '.join(preset_names())}) "
+        raise ValueError(f"unknown pattern {name!r}: not a preset ({', '.join(preset_names())}) "
                          f"nor a trace file ({', '.join(TRACE_SUFFIXES)})")
     try:
         return preset(name, n_clients=n_clients, per_round=max(1, n_clients // 5))
@@ -142,7 +142,7 @@ def scaled_preset(name: str, n_clients: int):
     try:
         return preset(name, n_clients=n_clients)
     except ValueError:
-        raise UsageError(f"preset {name!r} cannot be scaled to {n_clients} clients; use a trace file") from None
+        raise ValueError(f"preset {name!r} cannot be scaled to {n_clients} clients; use a trace file") from None
 
 
 def resolve_patterns(texts, n_clients) -> list[tuple[str, object]]:
@@ -154,7 +154,7 @@ def resolve_patterns(texts, n_clients) -> list[tuple[str, object]]:
         if is_trace_file(text):
             trace = Trace.load(text, n_clients=n_clients)
             if trace.n_clients != n_clients:
-                raise UsageError(f"trace {Path(text).name} has {trace.n_clients} clients but the problem has "
+                raise ValueError(f"trace {Path(text).name} has {trace.n_clients} clients but the problem has "
                                  f"{n_clients}; set --clients")
             out.append((Path(text).name, trace))
         else:
@@ -173,7 +173,7 @@ def trace_clients(path: str) -> int:
         return Trace.load(path).n_clients
     except ValueError as err:
         if "needs the number of clients" in str(err):
-            raise UsageError(f"{Path(path).name} is a bare list of active-id lists: give --clients") from None
+            raise ValueError(f"{Path(path).name} is a bare list of active-id lists: give --clients") from None
         raise
 
 

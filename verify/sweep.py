@@ -518,14 +518,8 @@ def _scaled_pattern(name: str, n_clients: int | None):
     from participation.patterns import preset
 
     from .catalogue import scaled_preset
-    from .usage import UsageError
 
-    if n_clients is None:
-        return preset(name)
-    try:
-        return scaled_preset(name, n_clients)
-    except UsageError as err:
-        raise ValueError(str(err)) from None
+    return preset(name) if n_clients is None else scaled_preset(name, n_clients)
 
 
 def _singular(key: str) -> str:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..patterns import OnOffCycles
+from .sampler import Sampler
 
 #: Values (replicates × (2C + N)) one chunk aims at, and the most replicates a chunk holds.
 CHUNK_VALUES, MAX_CHUNK = 1 << 22, 4096
@@ -101,3 +102,24 @@ def cycle_chunk(pattern: OnOffCycles, rounds: int, root, first: int, count: int)
     """τ_max and τ_avg of replicates ``first .. first + count − 1``, from the pattern's own phases."""
     phases = np.asarray(pattern._phases(root, range(first, first + count)), dtype=np.int64)
     return cycle_delays(pattern, rounds, phases)
+
+
+class _Cycles(Sampler):
+    """Method "cycles": the law is the pattern itself (``OnOffCycles`` where :func:`applies`)."""
+
+    method, needs = "cycles", "an OnOffCycles pattern and no device"
+
+    def applies(self, pattern, rounds, *, auto, device=None):
+        return pattern if device is None and applies(pattern) else None
+
+    def chunk_size(self, law, rounds, reps):
+        return chunk_size(law)
+
+    def chunk_bytes(self, law, rounds, count):
+        return chunk_bytes(law, count)
+
+    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
+        return cycle_chunk(law, rounds, root, first, count)
+
+
+SAMPLER = _Cycles()

@@ -22,11 +22,18 @@ import numpy as np
 from .._random import keyed_uniforms
 from ..patterns import ReshuffledCyclic
 from ..patterns.sampling import EPOCH_BLOCK
+from .sampler import CHUNK_CELLS, Sampler
 
 
 def applies(pattern) -> bool:
     """Whether ``pattern`` draws its traces as ``ReshuffledCyclic`` does."""
     return isinstance(pattern, ReshuffledCyclic) and type(pattern)._generate is ReshuffledCyclic._generate
+
+
+def chunk_size(pattern: ReshuffledCyclic) -> int:
+    """Replicates per chunk: their draw units (``EPOCH_BLOCK`` epochs of N uniforms each) hold
+    about ``CHUNK_CELLS`` / 4 values."""
+    return max(1, CHUNK_CELLS // (EPOCH_BLOCK * pattern.n_clients * 4))
 
 
 def chunk_bytes(pattern: ReshuffledCyclic, count: int) -> int:
@@ -77,3 +84,24 @@ def epoch_chunk(pattern: ReshuffledCyclic, rounds: int, root, first: int, count:
         tau_sum += tau[:, :seen].sum(axis=1)
         flat.put(current, np.where(sits_out, before, t0 + chosen_at))
     return tau_max, tau_sum / rounds
+
+
+class _Epochs(Sampler):
+    """Method "epochs": the law is the pattern itself (``ReshuffledCyclic`` where :func:`applies`)."""
+
+    method, needs = "epochs", "a ReshuffledCyclic pattern and no device"
+
+    def applies(self, pattern, rounds, *, auto, device=None):
+        return pattern if device is None and applies(pattern) else None
+
+    def chunk_size(self, law, rounds, reps):
+        return chunk_size(law)
+
+    def chunk_bytes(self, law, rounds, count):
+        return chunk_bytes(law, count)
+
+    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
+        return epoch_chunk(law, rounds, root, first, count)
+
+
+SAMPLER = _Epochs()

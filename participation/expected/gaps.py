@@ -47,11 +47,13 @@ import numpy as np
 from scipy import optimize, signal
 
 from ..patterns import Pattern
+from .sampler import Sampler
+from .streams import WORD_BLOCK, block_words, keyed_bits
 from .units import constant_probabilities as _constant_probabilities
 
 _CELLS = 1 << 16
 #: Replicates sharing one keyed stream of words.
-_WORD_BLOCK = 256
+_WORD_BLOCK = WORD_BLOCK
 #: Spawn-key tags separating these streams from the patterns' own.
 _GAP_STREAM, _EXTRA_STREAM, _SEGMENT_STREAM = 0x6A9, 0x6AB, 0x6AA
 #: Largest S table (entries); a group needing more draws every gap (H = 1).
@@ -332,26 +334,6 @@ def _plan(p: np.ndarray, rounds: int, threshold: int | None = None) -> _Plan:
 # ---------------------------------------------------------------------------- streams
 
 
-def keyed_bits(root: np.random.SeedSequence, *key: int) -> np.random.PCG64:
-    return np.random.PCG64(np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + key))
-
-
-def block_words(plan, root, first: int, count: int, tag: int = _GAP_STREAM) -> np.ndarray:
-    """Rows first..first+count−1 of the block streams: (count, plan.words) uint64; the replicates
-    of block b = r // 256 share the stream keyed by (seed, b, tag), row r mod 256 reached by jumping
-    ahead (one stream per replicate would cost more to set up than to read)."""
-    out = np.empty((count, plan.words), dtype=np.uint64)
-    row = first
-    while row < first + count:
-        block, offset = divmod(row, _WORD_BLOCK)
-        rows = min(_WORD_BLOCK - offset, first + count - row)
-        bits = keyed_bits(root, block, tag)
-        bits.advance(offset * plan.words)
-        out[row - first : row - first + rows] = bits.random_raw(rows * plan.words).reshape(rows, plan.words)
-        row += rows
-    return out
-
-
 def _segment_generator(root, replicate: int, group: int, segment: int) -> np.random.Generator:
     return np.random.Generator(keyed_bits(root, replicate, _SEGMENT_STREAM, group, segment))
 
@@ -477,7 +459,7 @@ def _table_values(plan: _Plan, cells: np.ndarray, fallbacks: _Fallbacks) -> np.n
 
 def _draw(plan: _Plan, root, first: int, count: int) -> list[_Intervals]:
     """The long intervals of replicates first..first+count−1, every group complete."""
-    words = block_words(plan, root, first, count)
+    words = block_words(plan, root, first, count, _GAP_STREAM)
     cells = words[:, : plan.columns // 4].view(np.uint16)
     fallbacks = _Fallbacks(words, plan, root, first)
     values = _table_values(plan, cells, fallbacks)
@@ -670,3 +652,36 @@ def gap_trace(p: np.ndarray, rounds: int, root, replicate: int, threshold: int |
         flat = flat[(flat >= 0) & (flat < group.length) & (flat % plan.window < rounds)]
         mask[flat % plan.window, group.clients[flat // plan.window]] = True
     return mask
+
+
+# ---------------------------------------------------------------------------- sampler
+
+#: What method "gaps" requires, whichever of its samplers (constant, Markov, periodic and other
+#: time-varying probabilities) would draw.
+GAPS_NEEDS = "independent clients or Markov chains, and no device"
+
+
+class _ConstantGaps(Sampler):
+    """Method "gaps" for independent clients with time-constant probabilities: the law is
+    the per-client p."""
+
+    method, needs = "gaps", GAPS_NEEDS
+
+    def applies(self, pattern, rounds, *, auto, device=None):
+        return None if device is not None else constant_probabilities(pattern, rounds)
+
+    def chunk_size(self, law, rounds, reps):
+        return gap_chunk_size(law, rounds)
+
+    def chunk_bytes(self, law, rounds, count):
+        return gap_chunk_bytes(law, rounds, count)
+
+    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
+        return gap_chunk(law, rounds, root, first, count)
+
+    def clear_caches(self):
+        for cached in (_long_table, _short_run_law, _plan_cached):
+            cached.cache_clear()
+
+
+SAMPLER = _ConstantGaps()

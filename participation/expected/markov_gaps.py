@@ -29,7 +29,9 @@ from functools import lru_cache
 import numpy as np
 
 from ..patterns import Pattern
-from .gaps import keyed_bits
+from .gaps import GAPS_NEEDS
+from .sampler import Sampler
+from .streams import keyed_bits
 
 #: Most replicates a chunk holds.
 _MAX_CHUNK = 256
@@ -202,3 +204,27 @@ def markov_chunk_bytes(chains: MarkovChains, rounds: int, count: int) -> int:
     and its prefix maximum, and one replicate's runs (a few 64-bit arrays per pair)."""
     plan = _markov_plan(chains, rounds)
     return count * 8 * rounds + 80 * plan.columns + 16 * chains.size
+
+
+class _MarkovGaps(Sampler):
+    """Method "gaps" for ``Markov`` patterns: the law is their independent chains."""
+
+    method, needs = "gaps", GAPS_NEEDS
+
+    def applies(self, pattern, rounds, *, auto, device=None):
+        return None if device is not None else markov_chains(pattern)
+
+    def chunk_size(self, law, rounds, reps):
+        return markov_chunk_size(law, rounds)
+
+    def chunk_bytes(self, law, rounds, count):
+        return markov_chunk_bytes(law, rounds, count)
+
+    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
+        return markov_chunk(law, rounds, root, first, count)
+
+    def clear_caches(self):
+        _markov_plan_cached.cache_clear()
+
+
+SAMPLER = _MarkovGaps()

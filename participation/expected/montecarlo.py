@@ -5,8 +5,9 @@ its randomness is keyed by (seed, r) alone, so the result is the same whatever t
 size, the executor or its number of workers, and any replicate can be regenerated on
 its own. Each chunk of replicates is generated in one vectorised call and its delays
 computed by the bit-packed kernel of :func:`participation.delays.per_round_delay`. The
-specialised methods ("gaps", "shifts", "epochs", "subsets") key their own streams by (seed, r) in the
-same way.
+specialised samplers (``SAMPLERS``: "gaps", "shifts", "epochs", "subsets", "cycles") key their
+own streams by (seed, r) in the same way; each implements :class:`.sampler.Sampler`, and
+``monte_carlo`` reaches them only through it.
 """
 from __future__ import annotations
 
@@ -20,20 +21,16 @@ from .._random import BLOCK, seed_sequence
 from ..delays import per_round_delay
 from ..patterns import Pattern
 from ..patterns.base import check_count, require_pattern
-from ..patterns.sampling import EPOCH_BLOCK
-from ..budget import memory_limit, require_memory
+from ..budget import require_memory
 from . import cycles as _cycles
 from . import epochs as _epochs
+from . import gaps as _gaps
+from . import markov_gaps as _markov_gaps
 from . import periodic as _periodic
 from . import shifts as _shifts
 from . import subsets as _subsets
-from .gaps import constant_probabilities, gap_chunk, gap_chunk_bytes, gap_chunk_size
-from .markov_gaps import MarkovChains, markov_chains, markov_chunk, markov_chunk_bytes, markov_chunk_size
-from .varying_gaps import (VARYING_AUTO_DENSITY, VARYING_AUTO_GROUPS, VaryingProbabilities, varying_applies,
-                           varying_chunk, varying_chunk_bytes, varying_chunk_size, varying_probabilities)
-
-#: Cells (rounds × clients × replicates) generated per chunk.
-CHUNK_CELLS = 1 << 24
+from . import varying_gaps as _varying_gaps
+from .sampler import CHUNK_CELLS, Sampler
 
 
 @dataclass(frozen=True)
@@ -81,37 +78,67 @@ def _raise_allocator_threshold() -> None:
     np.empty(1 << 24, dtype=np.uint8)
 
 
-def _chunk_delays(pattern: Pattern, rounds: int, root, first: int, count: int, device=None, method: str = "trace", p=None,
-                  on_window=None):
-    _raise_allocator_threshold()
-    if method == "gaps":
-        if isinstance(p, MarkovChains):
-            return markov_chunk(p, rounds, root, first, count)
-        if isinstance(p, VaryingProbabilities):
-            return varying_chunk(p, rounds, root, first, count)
-        if isinstance(p, _periodic.PeriodicLaws):
-            return _periodic.periodic_chunk(p, rounds, root, first, count)
-        return gap_chunk(p, rounds, root, first, count)
-    if method == "epochs":
-        return _epochs.epoch_chunk(pattern, rounds, root, first, count)
-    if method == "shifts":
-        return _shifts.shift_chunk(pattern, rounds, root, first, count)
-    if method == "subsets":
-        return _subsets.subset_chunk(pattern, rounds, root, first, count)
-    if method == "cycles":
-        return _cycles.cycle_chunk(pattern, rounds, root, first, count)
-    if pattern.deterministic and count > 1:  # every replicate is the same trace
-        tau_max, tau_avg = _chunk_delays(pattern, rounds, root, first, 1, device, method, p, on_window)
-        return np.repeat(tau_max, count), np.repeat(tau_avg, count)
-    if device is not None:
-        from ._torch_delay import generate, per_round_delay_torch
+# ---------------------------------------------------------------------------- whole traces
 
-        tau = per_round_delay_torch(generate(pattern, rounds, root, first, count, device), device)
-    elif rounds * pattern.n_clients * count > CHUNK_CELLS:
-        return _streamed_trace_delays(pattern, rounds, root, first, count, on_window)
-    else:
-        tau = per_round_delay(_batch(pattern, rounds, count, root, first_replicate=first))
-    return tau.max(axis=1), tau.mean(axis=1)
+
+@dataclass(frozen=True)
+class _Traces:
+    """What method "trace" draws from: the pattern's own traces, their delays computed on
+    ``device`` (a torch device) or with numpy (None)."""
+
+    pattern: Pattern
+    device: object = None
+
+
+class _TraceSampler(Sampler):
+    """Method "trace": whole traces from ``pattern.sample_batch``, for any pattern (replicate r
+    is exactly the trace ``sample_batch(..., first_replicate=r)``). About ``CHUNK_CELLS`` cells
+    a chunk; a chunk larger than that streams its traces a window of rounds at a time; a
+    deterministic pattern's one trace serves every replicate."""
+
+    method, needs = "trace", "a pattern"
+
+    def applies(self, pattern, rounds, *, auto, device=None):
+        return _Traces(pattern, device)
+
+    def chunk_size(self, law, rounds, reps):
+        pattern = law.pattern
+        if pattern.deterministic:
+            return reps
+        return max(1, CHUNK_CELLS // (rounds * pattern.n_clients))
+
+    def chunk_bytes(self, law, rounds, count):
+        pattern = law.pattern
+        n = pattern.n_clients
+        if pattern.deterministic:
+            count = 1  # one replicate's trace, whatever the chunk
+        if law.device is None and streamed(pattern, rounds, count):
+            # streamed: one window of masks (1 byte a cell), its a_{i,t} (4), the uniforms of a block, the carry
+            return stream_window(n, count) * n * count * (1 + 4 + 8) + count * BLOCK * n * 8 + count * n * 8
+        # the masks of a chunk, their uniforms (one block of rounds) and the delay kernel's packed copies
+        return count * rounds * (n + 32 * -(-n // 64) + 16) + count * BLOCK * n * 8
+
+    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
+        pattern, device = law.pattern, law.device
+        if pattern.deterministic and count > 1:  # every replicate is the same trace
+            tau_max, tau_avg = self.draw_chunk(law, rounds, root, first, 1, on_window)
+            return np.repeat(tau_max, count), np.repeat(tau_avg, count)
+        if device is not None:
+            from ._torch_delay import generate, per_round_delay_torch
+
+            tau = per_round_delay_torch(generate(pattern, rounds, root, first, count, device), device)
+        elif rounds * pattern.n_clients * count > CHUNK_CELLS:
+            return _streamed_trace_delays(pattern, rounds, root, first, count, on_window)
+        else:
+            tau = per_round_delay(_batch(pattern, rounds, count, root, first_replicate=first))
+        return tau.max(axis=1), tau.mean(axis=1)
+
+    def streams_windows(self, law, rounds, size):
+        return law.device is None and _streams_windows(law.pattern, rounds, size)
+
+
+#: Method "trace", which "auto" falls back on when no sampler of ``SAMPLERS`` applies.
+TRACE = _TraceSampler()
 
 
 def _batch(pattern: Pattern, rounds: int, count: int, root, **where) -> np.ndarray:
@@ -171,23 +198,33 @@ def _streamed_trace_delays(pattern: Pattern, rounds: int, root, first: int, coun
     return tau_max, tau_sum / rounds
 
 
+#: The specialised samplers, in the order "auto" tries them (the first that applies draws;
+#: ``TRACE`` when none does). An explicit ``method`` takes the first of its own that applies.
+SAMPLERS = (_gaps.SAMPLER, _markov_gaps.SAMPLER, _periodic.SAMPLER, _varying_gaps.SAMPLER, _shifts.SAMPLER,
+            _epochs.SAMPLER, _subsets.SAMPLER, _cycles.SAMPLER)
+
+#: The values of ``monte_carlo``'s ``method``: "auto", "trace", then each sampler's method once.
+METHODS = ("auto", TRACE.method, *dict.fromkeys(sampler.method for sampler in SAMPLERS))
+
+
 def clear_table_caches() -> None:
-    """Forget the tables the specialised methods keep between calls (gap laws and plans,
-    Markov plans, the reshuffled chain's CDFs, the periodic laws), so that the next call
-    builds them again: what a first call costs."""
-    from . import gaps, markov_gaps
-
-    for cached in (gaps._long_table, gaps._short_run_law, gaps._plan_cached, markov_gaps._markov_plan_cached,
-                   _shifts.transition_cdfs, _periodic._laws_cached):
-        cached.cache_clear()
+    """Forget the tables the samplers keep between calls (gap laws and plans, Markov plans, the
+    reshuffled chain's CDFs, the periodic laws), so that the next call builds them again: what
+    a first call costs."""
+    for sampler in (*SAMPLERS, TRACE):
+        sampler.clear_caches()
 
 
-def _run_chunk(args):
-    return _chunk_delays(*args)
+def _draw(job, on_window=None):
+    """(τ_max, τ_avg) of one chunk: ``job`` is (sampler, law, rounds, root, first, count)."""
+    sampler, law, rounds, root, first, count = job
+    _raise_allocator_threshold()
+    return sampler.draw_chunk(law, rounds, root, first, count, on_window)
 
 
-#: The values of ``monte_carlo``'s ``method``.
-METHODS = ("auto", "trace", "gaps", "shifts", "epochs", "subsets", "cycles")
+def _run_chunk(job):
+    return _draw(job)
+
 
 #: With a target precision, the replicate counts at which the standard errors are looked at:
 #: FIRST_CHECK, 2·FIRST_CHECK, 4·FIRST_CHECK, … (fixed, so the stopping point, and hence the
@@ -195,102 +232,17 @@ METHODS = ("auto", "trace", "gaps", "shifts", "epochs", "subsets", "cycles")
 FIRST_CHECK = 64
 
 
-def _gap_laws(pattern: Pattern, rounds: int, method: str):
-    """What method "gaps" draws from, or None where it does not apply (or, for "auto", where
-    whole traces are cheaper): constant probabilities, Markov chains, periodic laws, or the
-    cumulative hazards of other time-varying probabilities."""
-    p = constant_probabilities(pattern, rounds)
-    if p is None:
-        p = markov_chains(pattern)  # independent two-state chains: their gaps, by alternating runs
-    if p is None and method in ("gaps", "auto") and varying_applies(pattern, rounds):
-        p = _periodic.pattern_laws(pattern, rounds)  # periodic probabilities: long absences only
-        if method == "auto" and p is not None and p.steps > _periodic.AUTO_STEPS_PER_ROUND * rounds:
-            p = None  # dense: nearly every gap is a step, and whole traces are cheaper
-        if p is None:
-            # other time-varying probabilities: every presence, by inversion of Λ
-            table = 8 * rounds * pattern.n_clients
-            if method == "gaps":
-                require_memory(table, f"the probabilities of {rounds} rounds × {pattern.n_clients} clients "
-                                      "(method 'gaps')")
-            if method == "gaps" or 2 * table <= memory_limit():
-                p = varying_probabilities(pattern, rounds, None if method == "gaps" else VARYING_AUTO_GROUPS)
-                if method == "auto" and p is not None and p.columns > VARYING_AUTO_DENSITY * rounds * pattern.n_clients:
-                    p = None  # dense (or, above, many distinct sequences): whole traces are cheaper
-    return p
-
-
-def _resolve_method(pattern: Pattern, method: str, p, device) -> str:
-    """``method`` checked against the pattern (a one-line ValueError where it does not apply), or,
-    for "auto", the first that applies of gaps, shifts, epochs, subsets, cycles, else trace."""
-    applies = {
-        "gaps": (p is not None, "method='gaps' needs independent clients or Markov chains, and no device"),
-        "shifts": (device is None and _shifts.applies(pattern),
-                   "method='shifts' needs a ReshuffledCyclic pattern where every client joins once an epoch "
-                   f"(remainder='short' or S | N) of at most {_shifts.MAX_EPOCH_ROUNDS} rounds, and no device"),
-        "epochs": (device is None and _epochs.applies(pattern),
-                   "method='epochs' needs a ReshuffledCyclic pattern and no device"),
-        "subsets": (device is None and _subsets.applies(pattern),
-                    "method='subsets' needs a Uniform pattern and no device"),
-        "cycles": (device is None and _cycles.applies(pattern),
-                   "method='cycles' needs an OnOffCycles pattern and no device"),
-    }
-    if method == "auto":
-        return next((name for name, (ok, _) in applies.items() if ok), "trace")
-    if method in applies and not applies[method][0]:
-        raise ValueError(applies[method][1])
-    return method
-
-
-def _gap_chunking(p):
-    """(chunk size, chunk bytes) functions of method "gaps" for what it draws from."""
-    if isinstance(p, _periodic.PeriodicLaws):
-        return (lambda laws, rounds: _periodic.periodic_chunk_size(laws),
-                lambda laws, rounds, count: _periodic.periodic_chunk_bytes(laws, count))
-    if isinstance(p, MarkovChains):
-        return markov_chunk_size, markov_chunk_bytes
-    if isinstance(p, VaryingProbabilities):
-        return varying_chunk_size, varying_chunk_bytes
-    return gap_chunk_size, gap_chunk_bytes
-
-
-def _chunk_size(pattern: Pattern, rounds: int, reps: int, method: str, p) -> int:
-    """Replicates per chunk: each method's own choice; for whole traces about ``CHUNK_CELLS``
-    cells, or every replicate at once for a deterministic pattern (one trace serves them all)."""
-    if method == "gaps":
-        return _gap_chunking(p)[0](p, rounds)
-    if method == "epochs":
-        return max(1, CHUNK_CELLS // (EPOCH_BLOCK * pattern.n_clients * 4))
-    if method == "shifts":
-        return _shifts.chunk_size(pattern, rounds)
-    if method == "subsets":
-        return _subsets.chunk_size(pattern, rounds)
-    if method == "cycles":
-        return _cycles.chunk_size(pattern)
-    if pattern.deterministic:
-        return reps
-    return max(1, CHUNK_CELLS // (rounds * pattern.n_clients))
-
-
-def _chunk_bytes(pattern: Pattern, rounds: int, count: int, method: str, p, device) -> int:
-    """Peak bytes of one chunk of ``count`` replicates, estimated before anything is drawn."""
-    n = pattern.n_clients
-    if method == "gaps":
-        return _gap_chunking(p)[1](p, rounds, count)
-    if method == "epochs":
-        return _epochs.chunk_bytes(pattern, count)
-    if method == "shifts":
-        return _shifts.chunk_bytes(pattern, rounds, count)
-    if method == "subsets":
-        return _subsets.chunk_bytes(pattern, rounds, count)
-    if method == "cycles":
-        return _cycles.chunk_bytes(pattern, count)
-    if pattern.deterministic:
-        count = 1  # one replicate's trace, whatever the chunk
-    if device is None and streamed(pattern, rounds, count):
-        # streamed: one window of masks (1 byte a cell), its a_{i,t} (4), the uniforms of a block, the carry
-        return stream_window(n, count) * n * count * (1 + 4 + 8) + count * BLOCK * n * 8 + count * n * 8
-    # the masks of a chunk, their uniforms (one block of rounds) and the delay kernel's packed copies
-    return count * rounds * (n + 32 * -(-n // 64) + 16) + count * BLOCK * n * 8
+def _choose(pattern: Pattern, rounds: int, method: str, device):
+    """(sampler, law) that draws for ``method``: for "auto" the first of ``SAMPLERS`` that
+    applies, else ``TRACE``; for a named method the first of its samplers that applies (a
+    one-line ValueError, the method's needs, where none does)."""
+    auto = method == "auto"
+    named = [sampler for sampler in (*SAMPLERS, TRACE) if auto or sampler.method == method]
+    for sampler in named:
+        law = sampler.applies(pattern, rounds, auto=auto, device=device)
+        if law is not None:
+            return sampler, law
+    raise ValueError(named[0].refusal())
 
 
 def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=None, *, stderr: float | None = None,
@@ -375,13 +327,14 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     if any(not 0 <= q <= 1 for q in quantiles):
         raise ValueError(f"quantiles must lie in [0, 1], got {quantiles}")
     root = seed_sequence(seed)
-    method, p, size = _plan(pattern, rounds, reps, method, chunk_size, device)
-    windows = method == "trace" and device is None and _streams_windows(pattern, rounds, size)
-    tau_max, tau_avg = _replicates(pattern, rounds, root, _first, _first + reps, size, device, method, p, executor,
+    sampler, law, size = _plan(pattern, rounds, reps, method, chunk_size, device)
+    windows = sampler.streams_windows(law, rounds, size)
+    tau_max, tau_avg = _replicates(sampler, law, rounds, root, _first, _first + reps, size, executor,
                                    progress if progress is not None else reps > size or windows, "Monte-Carlo chunks")
     samples = {"tau_max": tau_max, "tau_avg": tau_avg} if keep_samples else None
     return MonteCarloResult(Estimate.from_samples(tau_max, confidence, quantiles),
-                            Estimate.from_samples(tau_avg, confidence, quantiles), reps, rounds, samples, method)
+                            Estimate.from_samples(tau_avg, confidence, quantiles), reps, rounds, samples,
+                            sampler.method)
 
 
 def _check_rounds(pattern: Pattern, rounds) -> int:
@@ -400,23 +353,22 @@ RESULT_BYTES = 64
 
 
 def _plan(pattern: Pattern, rounds: int, reps: int, method: str, chunk_size, device):
-    """(method, what it draws from, replicates per chunk) of ``monte_carlo``, "auto" resolved,
+    """(sampler, what it draws from, replicates per chunk) of ``monte_carlo``, "auto" resolved,
     once the results of ``reps`` replicates and the largest chunk are known to fit the memory
     limit (a one-line ValueError naming the need and the limit otherwise)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
     require_memory(RESULT_BYTES * reps, f"{reps} replicates' τ_max and τ_avg")
-    p = _gap_laws(pattern, rounds, method) if device is None else None
-    method = _resolve_method(pattern, method, p, device)
+    sampler, law = _choose(pattern, rounds, method, device)
     if chunk_size is not None:
         size = check_count(chunk_size, "chunk_size")
     else:
-        size = _chunk_size(pattern, rounds, reps, method, p)
+        size = sampler.chunk_size(law, rounds, reps)
     largest = min(size, reps)
-    require_memory(_chunk_bytes(pattern, rounds, largest, method, p, device),
+    require_memory(sampler.chunk_bytes(law, rounds, largest),
                    f"Monte-Carlo over {rounds} rounds × {pattern.n_clients} clients "
-                   f"({largest} replicate{'s' if largest > 1 else ''} at a time, method {method!r})")
-    return method, p, size
+                   f"({largest} replicate{'s' if largest > 1 else ''} at a time, method {sampler.method!r})")
+    return sampler, law, size
 
 
 def check_monte_carlo(pattern: Pattern, rounds: int, reps: int, *, method: str = "auto", device=None,
@@ -427,21 +379,21 @@ def check_monte_carlo(pattern: Pattern, rounds: int, reps: int, *, method: str =
     resolved); a size that cannot fit is a one-line ValueError naming the need and the limit."""
     require_pattern(pattern)
     rounds, reps = _check_rounds(pattern, rounds), check_count(reps, "reps")
-    return _plan(pattern, rounds, reps, method, chunk_size, device)[0]
+    return _plan(pattern, rounds, reps, method, chunk_size, device)[0].method
 
 
-def _replicates(pattern, rounds, root, first, last, size, device, method, p, executor, show, desc):
+def _replicates(sampler, law, rounds, root, first, last, size, executor, show, desc):
     """τ_max and τ_avg of replicates first..last−1, in chunks of ``size`` (aligned to multiples of it).
 
     Without an executor, traces streamed in windows (long horizons) move the bar a window of
     rounds at a time, so that a run of a few huge replicates shows its progress and time left."""
     starts = list(range(first, last, size))
-    jobs = [(pattern, rounds, root, a, min(size, last - a), device, method, p) for a in starts]
-    if show and executor is None and method == "trace" and device is None and _streams_windows(pattern, rounds, size):
+    jobs = [(sampler, law, rounds, root, a, min(size, last - a)) for a in starts]
+    if show and executor is None and sampler.streams_windows(law, rounds, size):
         from tqdm.auto import tqdm
 
         with tqdm(total=len(jobs) * rounds, desc=desc, unit="round", unit_scale=True, leave=False) as bar:
-            parts = [_chunk_delays(*job, on_window=bar.update) for job in jobs]
+            parts = [_draw(job, on_window=bar.update) for job in jobs]
     else:
         results = executor.map(_run_chunk, jobs) if executor is not None else map(_run_chunk, jobs)
         if show:

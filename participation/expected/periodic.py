@@ -72,7 +72,10 @@ from functools import lru_cache
 import numpy as np
 
 from ..budget import memory_limit
-from .gaps import block_words, keyed_bits
+from .gaps import GAPS_NEEDS
+from .sampler import Sampler
+from .streams import WORD_BLOCK, block_words, keyed_bits
+from .varying_gaps import varying_applies
 
 #: Longest period looked for, and the largest threshold H.
 MAX_PERIOD = 64
@@ -91,7 +94,7 @@ _LOOKUP_BYTES = 1 << 24
 #: Cells of the refinement's (queries, H − 1, H − 1) weight arrays handled at a time.
 _QUERY_CELLS = 1 << 20
 #: Most replicates a chunk holds (those of one keyed stream of step words, as in :mod:`.gaps`).
-_WORD_BLOCK = 256
+_WORD_BLOCK = WORD_BLOCK
 _STEP_STREAM, _EXTEND_STREAM, _PATH_STREAM, _EXACT_STREAM, _REFINE_STREAM = 0x6B1, 0x6B2, 0x6B3, 0x6B4, 0x6B5
 
 
@@ -822,3 +825,34 @@ def pattern_laws(pattern, rounds: int) -> PeriodicLaws | None:
 
 class _NotPeriodic(Exception):
     """The pattern's probabilities do not have the shape (rounds, clients)."""
+
+
+class _PeriodicGaps(Sampler):
+    """Method "gaps" for independent clients whose probabilities repeat with a period: the law
+    is the tables of :func:`pattern_laws`. "auto" declines laws that draw more than
+    ``AUTO_STEPS_PER_ROUND`` steps a round (dense: whole traces are cheaper)."""
+
+    method, needs = "gaps", GAPS_NEEDS
+
+    def applies(self, pattern, rounds, *, auto, device=None):
+        if device is not None or not varying_applies(pattern, rounds):
+            return None
+        laws = pattern_laws(pattern, rounds)
+        if auto and laws is not None and laws.steps > AUTO_STEPS_PER_ROUND * rounds:
+            return None
+        return laws
+
+    def chunk_size(self, law, rounds, reps):
+        return periodic_chunk_size(law)
+
+    def chunk_bytes(self, law, rounds, count):
+        return periodic_chunk_bytes(law, count)
+
+    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
+        return periodic_chunk(law, rounds, root, first, count)
+
+    def clear_caches(self):
+        _laws_cached.cache_clear()
+
+
+SAMPLER = _PeriodicGaps()

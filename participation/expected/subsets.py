@@ -50,6 +50,7 @@ import numpy as np
 
 from ..patterns import Uniform
 from ..patterns.base import BlockPattern
+from .sampler import Sampler
 
 #: Spawn-key tags of this method's streams (the patterns' keys are (replicate, block)).
 _SUBSET_STREAM, _REJECT_STREAM = 0x5B5, 0x5B6
@@ -212,3 +213,24 @@ def subset_chunk(pattern: Uniform, rounds: int, root, first: int, count: int):
     tau_max = (cover - np.arange(rounds + 1)[:, None]).max(axis=0)
     tau_sum = rounds * (rounds + 1) // 2 - (rounds - cover).sum(axis=0)
     return tau_max, tau_sum / rounds
+
+
+class _Subsets(Sampler):
+    """Method "subsets": the law is the pattern itself (``Uniform`` where :func:`applies`)."""
+
+    method, needs = "subsets", "a Uniform pattern and no device"
+
+    def applies(self, pattern, rounds, *, auto, device=None):
+        return pattern if device is None and applies(pattern) else None
+
+    def chunk_size(self, law, rounds, reps):
+        return chunk_size(law, rounds)
+
+    def chunk_bytes(self, law, rounds, count):
+        return chunk_bytes(law, rounds, count)
+
+    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
+        return subset_chunk(law, rounds, root, first, count)
+
+
+SAMPLER = _Subsets()

@@ -1,12 +1,15 @@
-"""One module per ``fedverify`` command, each with ``run(args) -> str`` (the text to print).
+"""One module per ``fedverify`` command: its ``HELP`` line, its options (``add_arguments(parser)``)
+and ``run(args) -> str`` (the text to print); ``verify.cli`` lists the commands and builds the
+parser from these declarations. Every command module is imported to build the parser, ``--help``
+included, so a module imports numpy, torch or the sweep only inside the functions that need them;
+the argument types several commands share are in ``verify.commands.arguments``.
 
-``verify.cli`` builds the parser and imports a command's module only when it runs, so that
-``--help`` answers at once. What several commands need lives here: a line on stderr before
-long work, progress only on a terminal, memory refusals for traces and Monte-Carlo runs,
-plugins, and the checks every command makes before its work: paths (never empty; output
-folders and plot files probed by creating and removing a file where they will be written),
-the torch device (one check for every command that takes --device), and the options of
-``delays`` that would otherwise be silently ignored.
+What several commands need to run lives here: a line on stderr before long work, progress
+only on a terminal, memory refusals for traces and Monte-Carlo runs, plugins, and the checks
+every command makes before its work: paths (never empty; output folders and plot files probed
+by creating and removing a file where they will be written), the torch device (one check for
+every command that takes --device), and the options of ``delays`` that would otherwise be
+silently ignored.
 """
 from __future__ import annotations
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 import inspect
 
 from ..usage import UsageError
-from . import parse_setting
+from . import arguments, parse_setting
+
+HELP = "evaluate a theorem's right-hand side from constants"
+
+DESCRIPTION = ("Evaluate THEOREM at the given constants: value, named terms, prescribed step sizes and the "
+               "hypotheses at these numbers. Theorem-specific inputs go through --set NAME=VALUE (numbers, "
+               "comma-separated vectors, ';'-separated matrix rows, true/false or words such as variant=printed); "
+               "a NAME the theorem does not take becomes a constant (zeta2, G2, or an extra constant such as "
+               "sigma_g2). Momentum theorems get the one-stage schedule of --T, --eta-g, --eta-l and --set beta=, nu=.")
 
 #: What each input means, for ``--inputs``.
 INPUT_MEANINGS = {
@@ -152,6 +160,30 @@ def _inputs(name: str, function) -> str:
 def _no_numbers(args) -> bool:
     return all(getattr(args, k) is None for k in ("L", "sigma2", "delta_f", "F0", "tau_max", "tau_avg", "eta_g", "eta_l",
                                                   "N", "K", "T")) and not args.set
+
+
+#: The options that take a real number, with their meaning.
+_NUMBERS = (("--L", "smoothness L"), ("--sigma2", "gradient variance σ²"), ("--delta-f", "Δ_f = f(x⁰) − f*"),
+            ("--F0", "F_0 (default 0)"), ("--tau-max", "τ_max (E[τ_max] for a corollary)"),
+            ("--tau-avg", "τ_avg (E[τ_avg] for a corollary)"), ("--eta-g", "global step size η_g"),
+            ("--eta-l", "local step size η_l"))
+
+
+def add_arguments(parser) -> None:
+    """The options of ``bound``."""
+    parser.add_argument("theorem", nargs="?", help="e.g. fedsum.theorem_4_1, fedsum.lemma_d6, momentum.theorem_4_1, "
+                                                   "logit.theorem_2 (see --list)")
+    parser.add_argument("--list", action="store_true", help="list the theorems and exit")
+    parser.add_argument("--latex", action="store_true",
+                        help="print only the formula, in LaTeX (with no numbers given, the symbolic formula)")
+    parser.add_argument("--inputs", action="store_true", help="list what THEOREM takes, with a working example, and exit")
+    for flag, help_ in _NUMBERS:
+        parser.add_argument(flag, type=arguments.real, help=help_)
+    parser.add_argument("--N", type=arguments.positive(int), help="clients N (default 1)")
+    parser.add_argument("--K", type=arguments.positive(int), help="local steps K (default 1)")
+    parser.add_argument("--T", "-T", type=arguments.positive(int), help="rounds T (default 1)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a theorem-specific input; repeatable")
 
 
 def run(args) -> str:

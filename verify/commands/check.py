@@ -3,13 +3,56 @@ against its bound (FedSUM Thm 4.1 by default; any theorem ``bound --list`` print
 runs every theorem of one paper, one table each)."""
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
-from ..catalogue import (DEFAULT_CLIENTS, MAIN_PRESETS, PROBLEMS, DefaultNames, build_problem, is_trace_file,
-                         resolve_patterns, split_names, trace_clients)
+from ..catalogue import (ALGORITHM_NAMES, CHECK_ALGORITHMS, CONSTANT_SOURCES, DEFAULT_CLIENTS, MAIN_PRESETS, PAPERS,
+                         PROBLEMS, DefaultNames, build_problem, is_trace_file, resolve_patterns, split_names,
+                         trace_clients)
 from ..usage import UsageError
-from . import announce, device as _device, load_plugins, parse_setting, show_progress, writable_folder
+from . import announce, arguments, device as _device, load_plugins, parse_setting, show_progress, writable_folder
+
+HELP = "the main job: measured (1/T) Σ‖∇f‖² against a theorem's bound, per algorithm and pattern"
+
+DESCRIPTION = f"""\
+Runs each algorithm on the problem under each participation pattern with the step sizes
+the theorem prescribes (at the trace's τ_max, τ_avg), and compares the measured
+(1/T) Σ_t ‖∇f(x_t)‖² (mean over --seeds noise seeds, one-sided 95% limits) with the bound:
+"holds" (upper limit ≤ bound), "violated" (lower limit > bound), else "inconclusive".
+
+Default: {', '.join(CHECK_ALGORITHMS)} under P1, P2, P3 scaled
+to N = {DEFAULT_CLIENTS} clients (S = N/5 per round), T = 500 rounds, K = 5 local steps,
+5 seeds, FedSUM Theorem 4.1, on the problem 'quadratic'. Problems (nothing is downloaded):
+  quadratic           {DEFAULT_CLIENTS} random quadratic clients, dim 10, heterogeneity 1, Gaussian
+                      gradient noise std 0.5, seed 0: L, σ², Δ_f, F_0 all exact (the default,
+                      so the bound is computed from exact constants)
+  logistic-digits     10-class logistic regression on scikit-learn's bundled digits,
+                      Dirichlet(0.5) split, mini-batch 16 (σ² exact at x⁰ and x* only)
+  logistic-synthetic  logistic regression on a Gaussian mixture, Dirichlet(0.5) split
+  cnn-digits          the digits CNN (non-convex): L, σ², f*, Δ_f estimated (about half a
+                      minute; --constants problem takes the problem's cheaper estimates at x⁰)
+
+Algorithms (--algorithms; a user's own through --plugin):
+  {', '.join(ALGORITHM_NAMES)}
+
+Verdict labels:
+  holds*      a hypothesis of the theorem fails at the prescribed step sizes (FedSUM-CR:
+              Lemma E.6 needs a smaller η_l than Theorem 4.1 prescribes, a gap in the
+              paper's proof); a footnote lists the condition. The theorem is not proved
+              for that run, so the verdict compares numbers only.
+  ... (ref)   the theorem does not cover the algorithm (FedAvg, SCAFFOLD): it runs at the
+              theorem's step sizes (FedSUM-B's) and is compared with the theorem's value,
+              for reference, not as a test.
+  inconclusive  the confidence interval straddles the bound; with --seeds 1 there is no
+              interval at all (one run has no spread), so use --seeds 2 or more.
+
+Writes check.json, check.csv and check.png (running mean of ‖∇f‖² of seed 0 against the
+bound, one panel per pattern; for a left side of one number per run, the seeds' mean with its
+limits against the bound per algorithm; with --paper one check-THEOREM.png per theorem) into
+--output; each file is written atomically."""
+
+FORMATTER_CLASS = argparse.RawDescriptionHelpFormatter
 
 #: The files ``check`` writes into --output.
 OUTPUT_FILES = ("check.json", "check.csv", "check.png")
@@ -138,6 +181,43 @@ def _needs_admissible_row(result, theorem) -> bool:
 
     return (theorem.delay_bound and result.covered is not False and not result.conditions_hold
             and result.algorithm in ALGORITHMS)
+
+
+def add_arguments(parser) -> None:
+    """The options of ``check``."""
+    parser.add_argument("--algorithms", nargs="+", default=DefaultNames(CHECK_ALGORITHMS), metavar="NAME",
+                        help=f"algorithm names (default: {' '.join(CHECK_ALGORITHMS)} for FedSUM's theorems, else the "
+                             "algorithms the theorem covers; all: see above)")
+    parser.add_argument("--patterns", nargs="+", default=DefaultNames(MAIN_PRESETS), metavar="PRESET|FILE",
+                        help="preset names (scaled to --clients; see delays --list) or trace files (.npz, .csv, .json); "
+                             "default: P1 P2 P3 for FedSUM's theorems, else the participation the theorem assumes")
+    parser.add_argument("--problem", default="quadratic", help=f"one of {', '.join(PROBLEMS)} (default quadratic)")
+    parser.add_argument("--constants", choices=CONSTANT_SOURCES, default="estimate",
+                        help="estimate: the problem's exact constants, the others by verify.estimate_constants "
+                             "(default); problem: the problem's own constants() as they are")
+    parser.add_argument("--clients", "-N", type=arguments.positive(int), default=None,
+                        help=f"number of clients N (default: the trace files' N, else {DEFAULT_CLIENTS})")
+    parser.add_argument("--rounds", "-T", type=arguments.positive(int), default=500,
+                        help="rounds T (default 500; a shorter trace file uses its own length)")
+    parser.add_argument("--local-steps", "-K", type=arguments.positive(int), default=5, help="local steps K (default 5)")
+    parser.add_argument("--seeds", type=arguments.positive(int), default=5, help="noise seeds per run (default 5)")
+    parser.add_argument("--theorem", default="fedsum.theorem_4_1",
+                        help="any theorem that `fedverify bound --list` prints (default fedsum.theorem_4_1)")
+    parser.add_argument("--paper", choices=PAPERS, default=None,
+                        help="check every theorem of one paper, each on its default algorithms and patterns "
+                             "(one table each)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="hparams",
+                        help="an algorithm or theorem option, e.g. --set beta=0.5, --set stages=2,1,0.5 (momentum), "
+                             "--set surrogate=last (LOGIT), --set decay=0.75 (CA-Fed); repeatable")
+    arguments.add_confidence(parser)
+    parser.add_argument("--device", default=None, help="torch device for the runs (default: cpu)")
+    parser.add_argument("--output", "-o", type=arguments.path, default="fedverify-check",
+                        help="output folder, created (default fedverify-check)")
+    arguments.add_plugin(parser)
+    parser.add_argument("--record", type=arguments.path, default=None, metavar="DIR",
+                        help="also write every run as a run record (ALGORITHM_PATTERN_t<trace>_s<seed>.jsonl) into DIR, "
+                             "the format `fedverify check-run` reads")
+    arguments.add_no_progress(parser)
 
 
 def run(args) -> str:

@@ -4,7 +4,15 @@ from __future__ import annotations
 import math
 
 from ..usage import UsageError
-from . import load_plugins
+from . import arguments, load_plugins
+
+HELP = "judge run records made anywhere (a training loop, Flower) against a theorem"
+
+DESCRIPTION = ("Judge RECORD files (fedverify run records, JSON Lines; see verify.records) against THEOREM: "
+               "the participation S_t is each record's replied sets, the left side its recorded numbers "
+               "((1/T) Σ‖∇f(x_t)‖² for FedSUM's theorems). Several records of one setting are several seeds; "
+               "one record is one sample and gives no confidence interval. Constants come from the records' "
+               "header, --constants FILE (JSON: L, sigma2, delta_f, F0) or --L/--sigma2/--delta-f/--F0.")
 
 
 #: The largest --constants file read (a few numbers; anything larger is not one).
@@ -40,6 +48,22 @@ def _constants(args) -> dict | None:
                 raise UsageError(f"--{key.replace('_', '-')} must be a finite number ≥ 0, got {value}")
             given[key] = value
     return given or None
+
+
+def add_arguments(parser) -> None:
+    """The options of ``check-run``."""
+    parser.add_argument("records", nargs="+", type=arguments.path, metavar="RECORD", help="run record files (.jsonl)")
+    parser.add_argument("--theorem", default="fedsum.theorem_4_1",
+                        help="a FedSUM theorem or lemma, or a registered delay bound (default fedsum.theorem_4_1)")
+    parser.add_argument("--constants", type=arguments.path, default=None, metavar="FILE",
+                        help="a JSON file with L, sigma2, delta_f, F0")
+    for flag, meaning in (("--L", "smoothness L"), ("--sigma2", "gradient noise σ²"), ("--delta-f", "f(x_0) − f*"),
+                          ("--F0", "F_0 (FedSUM Thm 4.1)")):
+        parser.add_argument(flag, type=float, default=None, help=f"{meaning}, overriding the records' header")
+    arguments.add_confidence(parser)
+    arguments.add_plugin(parser)
+    parser.add_argument("--json", type=arguments.path, default=None, metavar="FILE",
+                        help="also write the result as JSON to FILE")
 
 
 def run(args) -> str:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from ..catalogue import REFERENCE_PRESETS, exact_or_none
+from ..catalogue import MAIN_PRESETS, REFERENCE_PRESETS, DefaultNames, exact_or_none
 from ..usage import UsageError
-from . import announce, announce_mc, check_plot, require_trace_memory, show_progress, trace_or_presets
+from . import announce, announce_mc, arguments, check_plot, require_trace_memory, show_progress, trace_or_presets
+
+HELP = "E[τ_avg], E[τ_max]: exact, Monte-Carlo and the paper's bound, per preset; or the metrics of a trace file"
 
 #: Bytes the report on a trace holds at its peak, a cell, the trace included (measured: 6.6 at most,
 #: on 2^24-cell traces of several shapes): the never-available columns, the copy of the others, the
@@ -75,6 +75,8 @@ def check_report(trace, label: str) -> None:
 
 def trace_report(trace, label: str) -> list[str]:
     """A trace's size, availability and delays, with and without its never-available clients."""
+    import numpy as np
+
     from participation import delay_metrics
 
     mask = trace.mask
@@ -98,6 +100,8 @@ def trace_report(trace, label: str) -> list[str]:
 def _drivers(mask, ids) -> list[str]:
     """Who sets the delays, and the delays after excluding the worst clients
     (participation.drivers), over the clients that appear at least once."""
+    import numpy as np
+
     from participation.drivers import delay_drivers, exclusion_curve
 
     drivers = delay_drivers(mask)
@@ -123,6 +127,35 @@ def _drivers(mask, ids) -> list[str]:
 def _exact_or_dash(function, pattern, rounds) -> str:
     value = exact_or_none(function, pattern, rounds)
     return "—" if value is None else f"{value:.3f}"
+
+
+def add_arguments(parser) -> None:
+    """The options of ``delays``."""
+    parser.add_argument("presets", nargs="*", default=DefaultNames(MAIN_PRESETS),
+                        help=f"preset names (default: {' '.join(MAIN_PRESETS)}); 'reference' for FedSUM's table; "
+                             "see --list")
+    parser.add_argument("--trace", metavar="FILE|DATASET", type=arguments.path,
+                        help="instead of presets: a saved trace (.npz, .csv, .json; formats in participation.trace), "
+                             "a run record (.jsonl: its replied sets S_t), "
+                             "an availability event log (JSON: fedverify's, FLASH's or FedScale-style; needs "
+                             "--round-seconds) or a shipped real data set (mobiperf)")
+    parser.add_argument("--round-seconds", type=arguments.positive(float), metavar="S",
+                        help="cut an event log or data set into rounds of S seconds (data sets: default 600)")
+    parser.add_argument("--rule", choices=("start", "whole", "fraction"), default="whole",
+                        help="a client takes part in a round when available at its start, for the whole round "
+                             "(default) or for --fraction of it")
+    parser.add_argument("--fraction", type=arguments.positive(float),
+                        help="with --rule fraction: the share of the round, in (0, 1]")
+    parser.add_argument("--clients", "-N", type=arguments.positive(int),
+                        help="number of clients of --trace: needed for a bare JSON list of active-id lists, "
+                             "checked otherwise")
+    parser.add_argument("--rounds", "-T", type=arguments.positive(int), default=2000, help="rounds T (default 2000)")
+    parser.add_argument("--reps", type=arguments.positive(int), default=200, help="Monte-Carlo replicates (default 200)")
+    parser.add_argument("--seed", type=arguments.seed, default=0,
+                        help="seed of the Monte-Carlo traces and of --plot's trace (default 0)")
+    parser.add_argument("--list", action="store_true", help="list the presets and exit")
+    parser.add_argument("--plot", metavar="FILE", type=arguments.path,
+                        help="plot τ_t of the trace (or of each preset's trace of --seed) to FILE (.png, .pdf, .svg)")
 
 
 def run(args) -> str:

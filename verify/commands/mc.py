@@ -5,9 +5,11 @@
 interrupt, dying with this process however it ends, and never more of them than replicates."""
 from __future__ import annotations
 
-from ..catalogue import exact_or_none, paper_bound_or_none
+from ..catalogue import MC_METHODS, exact_or_none, paper_bound_or_none
 from ..usage import UsageError
-from . import announce_mc, check_plot, parse_setting, require_mc_memory, show_progress
+from . import announce_mc, arguments, check_plot, parse_setting, require_mc_memory, show_progress
+
+HELP = "E[τ_max] and E[τ_avg] per preset: exact, Monte-Carlo with confidence intervals, paper bound"
 
 #: What a worker runs, imported once by the forkserver (not the sweep's torch).
 _WORKER_MODULES = ("participation.expected.montecarlo", "participation.patterns")
@@ -62,6 +64,35 @@ def _mc_lines(case, args) -> list[str]:
         est = case["estimates"][key]
         lines.append(f"{key:8s} {cell(case['exact'][key]):>9s} {cell(case['bound'][key]):>11s}  {est}   {quant(est)}")
     return lines
+
+
+def add_arguments(parser) -> None:
+    """The options of ``mc``."""
+    parser.add_argument("presets", nargs="+", metavar="PRESET", help="preset names (see delays --list)")
+    parser.add_argument("--rounds", "-T", type=arguments.positive(int), default=2000,
+                        help="rounds T of each trace (default 2000)")
+    parser.add_argument("--reps", type=arguments.positive(int), default=None,
+                        help="independent traces (replicates) per preset (default 1000, or as many as --stderr needs)")
+    parser.add_argument("--stderr", type=float, default=None, metavar="SE",
+                        help="instead of --reps: replicates until both standard errors are ≤ SE (checked after 64, 128, "
+                             "256, … replicates, so the answer does not depend on --workers); at most --max-reps")
+    parser.add_argument("--max-reps", type=arguments.positive(int), default=1 << 20,
+                        help="the most replicates --stderr may use (default 1048576)")
+    parser.add_argument("--seed", type=arguments.seed, default=0,
+                        help="seed of the replicates (default 0); the same seed gives the same numbers for any --workers")
+    parser.add_argument("--workers", type=arguments.processes, default=1,
+                        help="processes for the replicates (default 1; never more than the replicates)")
+    parser.add_argument("--confidence", type=float, default=0.95,
+                        help="level of the two-sided Student-t confidence intervals, in (0, 1) (default 0.95)")
+    parser.add_argument("--plot", metavar="FILE", type=arguments.path,
+                        help="histograms of τ_max and τ_avg with the estimates to FILE (.png, .pdf, .svg)")
+    arguments.add_no_progress(parser)
+    parser.add_argument("--set", action="append", metavar="NAME=VALUE",
+                        help="change a preset's setting, e.g. --set n_clients=10000 (repeatable; see "
+                             "participation.patterns.preset)")
+    parser.add_argument("--method", choices=MC_METHODS, default="auto",
+                        help="how replicates are drawn (default auto: the cheapest exact method that applies; "
+                             "the output names it)")
 
 
 def run(args) -> str:

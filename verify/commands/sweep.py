@@ -8,9 +8,34 @@ because it is not valid is one ``fedverify: warning:`` line on stderr.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
+from ..sweep_spec import SPEC_FORMAT
 from ..usage import UsageError
+from . import arguments
+
+HELP = "a grid of checks and Monte-Carlo jobs from a spec file (TOML or JSON), in parallel, stored cell by cell and resumable"
+
+DESCRIPTION = """\
+Runs every cell of SPEC that has no record in --output yet. A check cell runs an
+algorithm on a problem under a pattern, as `fedverify check` does, and records the
+measured (1/T) Σ_t ‖∇f(x_t)‖², f(x_T), the bound, ratio and verdict; a Monte-Carlo cell
+estimates E[τ_max] and E[τ_avg] of a pattern with confidence intervals, beside the exact
+values and the paper's bound, as `fedverify mc` does.
+
+Each finished cell is written at once to OUTPUT/cells/<key>.json, the key being the sha256
+of the cell's config; started again, a sweep skips the cells already written, so an
+interrupted sweep resumes losing nothing and running nothing twice. At the end the table
+of the spec's cells is printed and written to OUTPUT/results.csv. Cells run on local
+processes (--processes), on a Dask cluster (--scheduler) or on a local Dask cluster
+(--workers; both need `pip install "fedverify[distributed]"`). A cell's numbers depend on
+its config only, wherever it runs. `fedverify sweep --example` prints a small spec.
+
+Spec format:
+""" + SPEC_FORMAT
+
+FORMATTER_CLASS = argparse.RawDescriptionHelpFormatter
 
 
 def _raise_interrupt(signum, frame):
@@ -51,6 +76,23 @@ def _warn_in_one_line(message, category, filename, lineno, file=None, line=None)
     from tqdm.auto import tqdm
 
     tqdm.write(f"fedverify: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+def add_arguments(parser) -> None:
+    """The options of ``sweep``: where the cells run is one of --processes, --scheduler, --workers."""
+    parser.add_argument("spec", nargs="?", type=arguments.path, metavar="SPEC", help="the spec file (.toml or .json)")
+    parser.add_argument("--output", "-o", type=arguments.path, default="fedverify-sweep",
+                        help="results folder, created (default fedverify-sweep)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--processes", "-j", type=arguments.processes, metavar="N",
+                       help="local worker processes (default: the CPUs available, at most one per cell to run); "
+                            "1 runs in this process")
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run on the Dask cluster of this scheduler, e.g. tcp://host:8786")
+    where.add_argument("--workers", type=arguments.processes, metavar="N",
+                       help="run on a local Dask cluster of N worker processes")
+    parser.add_argument("--example", action="store_true", help="print a small example spec and exit")
+    arguments.add_no_progress(parser)
 
 
 def run(args) -> str:
