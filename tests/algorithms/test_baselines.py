@@ -122,6 +122,7 @@ def cases(draw, name):
                 seed=draw(st.integers(0, 2**16)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 @given(data=st.data())
 def test_batched_equals_per_client_loop(name, data):
@@ -146,6 +147,7 @@ def full_cases(draw):
                         local_steps=draw(st.integers(1, 3))))
 
 
+@pytest.mark.slow
 @given(full_cases())
 def test_full_participation_is_fedavg(case):
     """Every client in every round: MIFA (both starts), FedVARP, FedAU (ω_i = 1, 1/N) and FedAWE
@@ -187,6 +189,7 @@ def test_fedawe_clips_the_server_innovation():
     assert float((got / 2.0).norm()) == pytest.approx(c, rel=1e-12)
 
 
+@pytest.mark.slow
 @given(st.integers(0, 2**16), st.integers(1, 4))
 def test_mifa_wait_is_fedavg_once_everyone_has_appeared(seed, n):
     """Exact gradients; the clients appear one per round, then all are present: nothing moves before
@@ -238,6 +241,7 @@ def brute_force_weights(mask, cutoff):
     return out
 
 
+@pytest.mark.slow
 @given(arrays(bool, st.tuples(st.integers(1, 25), st.integers(1, 4))), st.integers(1, 6))
 def test_fedau_weights_match_brute_force(mask, cutoff):
     problem = Quadratic.random(mask.shape[1], 2, heterogeneity=1.0, seed=0)
@@ -246,6 +250,7 @@ def test_fedau_weights_match_brute_force(mask, cutoff):
     np.testing.assert_allclose(got, brute_force_weights(mask, cutoff), rtol=1e-14)
 
 
+@pytest.mark.slow
 def test_fedau_weights_estimate_inverse_probability():
     mask = preset("P2", n_clients=5, per_round=1).sample(3000, seed=0).mask      # p = 0.2
     fedau = algorithms.get("fedau", cutoff=1000)
@@ -321,6 +326,7 @@ VARIANTS = {"mifa-wait": ("mifa", {"start": "wait"}), "mifa-zeros": ("mifa", {"s
             "fedvarp": ("fedvarp", {}), "fedau": ("fedau", {}), "fedawe": ("fedawe", {})}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", ["P1", "P2", "P3"])
 def test_converges_on_logistic(pattern, logistic):
     trace = preset(pattern, n_clients=10, per_round=3).sample(200, seed=1)

@@ -45,6 +45,7 @@ def chains(draw, n):
 # ------------------------------------------------------------------ reductions
 
 
+@pytest.mark.slow
 @given(setups(), st.data(), st.integers(1, 3), st.booleans(), st.booleans())
 def test_never_excluding_with_known_pi_is_unbiased(setup, data, K, oracle, normalise):
     problem, mask = setup
@@ -151,6 +152,7 @@ def reference(problem, mask, eta_l, eta_g, K, seed, kappa2_bar, beta, prior, nor
     return xs, weights
 
 
+@pytest.mark.slow
 @given(setups(), st.data(), st.integers(1, 3), st.sampled_from([0.0, 0.3, 1.0]), st.sampled_from([1.0, 0.5]),
        st.booleans(), st.booleans())
 def test_batched_equals_per_client_reference(setup, data, K, kappa2_bar, beta, normalise, oracle):
@@ -189,6 +191,7 @@ def final(problem, algorithm, trace):
     return h.grad_norm2[0], h.loss[0], float(problem.full_grad(x).square().sum()), float(problem.loss(x))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", ["P1", "P2", "P3", "cafed-temporal"])
 @pytest.mark.parametrize("name", ["cafed", "cafed-unbiased"])
 def test_converges_on_logistic(logistic, pattern, name):
@@ -198,6 +201,7 @@ def test_converges_on_logistic(logistic, pattern, name):
     assert g < 1e-2 * g0 and f < f0
 
 
+@pytest.mark.slow
 def test_converges_with_the_true_chain(logistic):
     pattern = _pattern("cafed-temporal")
     trace = pattern.sample(ROUNDS, seed=1)

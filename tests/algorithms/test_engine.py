@@ -231,6 +231,7 @@ def scaffold_is_correct(implementation) -> bool:
     return invariant and converged
 
 
+@pytest.mark.slow
 def test_scaffold_checks_pass_for_the_engine_and_catch_the_classic_bugs():
     assert scaffold_is_correct(engine_scaffold)
     assert scaffold_is_correct(lambda *a: reference("scaffold", *a))
@@ -251,6 +252,7 @@ def test_scaffold_with_zero_control_variates_is_fedavg():
 # ------------------------------------------------------------------ Theorem 4.1 on quadratics
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", ["P1", "P2", "P3"])
 def test_theorem_4_1_bound_holds_on_quadratics(pattern):
     N, d, K, T = 10, 4, 2, 100

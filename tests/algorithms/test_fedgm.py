@@ -119,6 +119,7 @@ def cases(draw):
                 hp=hp, ref=ref)
 
 
+@pytest.mark.slow
 @given(cases())
 def test_batched_equals_per_client_loop(case):
     """One batched stochastic_grads call per step (masked for unequal K_{t,i}) == the loop."""
@@ -151,6 +152,7 @@ def test_nu_zero_is_fedavg_with_a_server_step(r):
           xs("fedavg", *args, eta_g=r["eta_g"], **_common(r)), rel=1e-12)
 
 
+@pytest.mark.slow
 @given(runs())
 def test_nu_one_is_heavy_ball_fedavgm_and_nu_beta_is_nesterov_at_converted_rate(r):
     """d = (1−β)v: FedGM(η, β, ν=1) = FedAvgM(η' = η(1−β), β) and
@@ -162,6 +164,7 @@ def test_nu_one_is_heavy_ball_fedavgm_and_nu_beta_is_nesterov_at_converted_rate(
           xs("fednag", *args, eta_g=converted, beta=r["beta"], **_common(r)), rel=1e-11)
 
 
+@pytest.mark.slow
 @given(runs())
 def test_beta_zero_removes_momentum(r):
     """β = 0: d_{t+1} = Δ_t, h = Δ_t for every ν; v_{t+1} = Δ_t for the undampened presets."""
@@ -376,6 +379,7 @@ LOGISTIC_RUNS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", ["P1", "P2", "P3"])
 @pytest.mark.parametrize("name", LOGISTIC_RUNS)
 def test_converges_on_logistic(logistic, pattern, name, record_property):

@@ -47,7 +47,8 @@ def _per_copy_loss(net, shapes, shape):
     return loss
 
 
-@pytest.mark.parametrize("name", sorted(NETWORKS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("avgpool-sigmoid", "cifar-cnn") else n
+                                  for n in sorted(NETWORKS)])
 def test_grouped_logits_and_gradients_equal_vmap(name):
     net, shapes, X, A, y, shape = _flat_setup(name)
     assert grouped.supports(net)

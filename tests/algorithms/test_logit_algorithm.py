@@ -125,6 +125,7 @@ def cases(draw, rules):
 # ------------------------------------------------------------------ reductions
 
 
+@pytest.mark.slow
 @given(cases(("generator", "last", "ws", "zero", "none")))
 def test_full_participation_is_fedavg_exactly(case):
     """Every upload arrives: (8) is model averaging, FedAvg (either normaliser), bit for bit."""
@@ -153,6 +154,7 @@ def test_baseline_rules_equal_per_client_loop(case):
     close(xs(states("logit", problem, mask, seed=seed, **hp)), reference(problem, mask, seed, **hp), rel=1e-10)
 
 
+@pytest.mark.slow
 @given(cases(("generator",)))
 def test_batched_generator_equals_per_client_loop(case):
     """Training and generation batched over clients equal one client at a time."""
@@ -188,6 +190,7 @@ def test_untrained_generator_is_the_cache_rule():
 # ------------------------------------------------------------------ the generator
 
 
+@pytest.mark.slow
 def test_generator_learns_a_sinusoid_better_than_the_last_value():
     """Per-coordinate sinusoids (period 8, random phases), √d-normalised as LOGIT feeds them:
     one SGD step per round on eq. (3) (λ = 0); the loss falls and beats the last-value rule."""
@@ -207,6 +210,7 @@ def test_generator_learns_a_sinusoid_better_than_the_last_value():
     assert late < 0.1 * early and late < 0.1 * last_value
 
 
+@pytest.mark.slow
 def test_generator_loss_falls_inside_logit():
     """Along a run, the generator loss of eq. (3) (λ = 0: the MSE) recorded per client decreases."""
     problem = Quadratic.random(4, 6, heterogeneity=2.0, noise_std=0.0, seed=5)
@@ -276,6 +280,7 @@ def measured_epsilon(problem, mask, run, eta, I):
     return 4 * total / (T * N * I)
 
 
+@pytest.mark.slow
 def test_theorem_2_holds_with_the_measured_generation_error():
     """Identical curvature (so σ₃² = max_n ‖A(b_n − b̄)‖² holds for every x), exact gradients
     (σ₁² = σ₂² = 0), Bernoulli(p) uploads, η = Thm 2's step. ε is measured; passing
@@ -309,6 +314,7 @@ def logistic():
     return Logistic.synthetic(n_clients=10, n_samples=300, dim=5, n_classes=3, seed=0, batch_size=16)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", ["P1", "P2", "P3"])
 def test_converges_on_logistic(pattern, logistic):
     trace = preset(pattern, n_clients=10, per_round=3).sample(150, seed=0)

@@ -135,6 +135,7 @@ def test_accuracy_uses_the_held_out_split():
     assert low._test[0].dtype == torch.float32 and low.accuracy(low.x0) == 1.0
 
 
+@pytest.mark.slow
 def test_fedavg_reduces_the_loss_on_a_tiny_digits_cnn():
     prob = Classifier.digits(n_clients=4, alpha=1.0, batch_size=16, seed=0, model="cnn", test_fraction=0.25)
     assert prob.dataset == "digits" and prob.dim == DIGITS_COUNT and prob._test[1].shape[0] == 450
@@ -147,6 +148,7 @@ def test_fedavg_reduces_the_loss_on_a_tiny_digits_cnn():
 
 
 # -- constants and validation ---------------------------------------------------------------------
+@pytest.mark.slow
 def test_cnn_constants_are_cheap_estimates_and_marked_so():
     prob = tiny_problem()
     c = prob.constants()

@@ -108,6 +108,7 @@ def test_logistic_grads_at_equals_per_client_loop():
     torch.testing.assert_close(prob.grads_at(X, clients), loop, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_classes", [3, 2])
 def test_logistic_stochastic_grads_unbiased_with_exact_variance(n_classes):
     prob = small_logistic(n_classes=n_classes, batch_size=3)
@@ -192,6 +193,7 @@ def test_logistic_constants_follow_their_definitions():
     assert "not a sup" in c.notes["sigma2"]
 
 
+@pytest.mark.slow
 def test_logistic_digits_end_to_end():
     prob = Logistic.digits(n_clients=5, alpha=0.3, reg=1e-2, batch_size=8, seed=0)
     assert prob.n_clients == 5 and prob.dim == 65 * 10 and prob.data.sizes.min() >= 10
@@ -246,6 +248,7 @@ def test_classifier_vmap_equals_per_model_loop(activation):
         torch.testing.assert_close(stoch[j], g, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_classifier_variance_matches_monte_carlo():
     prob = small_classifier(batch_size=2)
     x = prob.x0
@@ -256,6 +259,7 @@ def test_classifier_variance_matches_monte_carlo():
     assert ((sq.mean(0) - prob.gradient_variance(x)).abs() <= 5 * sq.std(0) / np.sqrt(sq.shape[0])).all()
 
 
+@pytest.mark.slow
 def test_classifier_constants_are_marked_estimated():
     prob = small_classifier()
     c = prob.constants(power_iters=60, fstar_iters=100)

@@ -301,6 +301,7 @@ def test_solve_weights_reproducer_never_worse_than_unbiased_start(weight):
     assert sol.value == pytest.approx(reference, rel=1e-8)
 
 
+@pytest.mark.slow
 @given(st.integers(0, 10**6), st.integers(2, 5), st.sampled_from(["chi2", "tv"]), st.floats(-1, 8))
 def test_solve_weights_never_worse_than_any_start(seed, n, bias, log_weight):
     rng = np.random.default_rng(seed)

@@ -85,6 +85,7 @@ def test_lambdified_terms_accept_numpy_scalars():
     assert make_bound(formula, {L: np.float32(2.0), T: np.int64(4)}, SOURCE).value == pytest.approx(0.5)
 
 
+@pytest.mark.slow
 def test_bounds_never_import_torch():
     import subprocess
     import sys

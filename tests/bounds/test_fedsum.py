@@ -85,6 +85,7 @@ def test_lemma_values_match_independent_formulas(c, delays, eta_g, eta_l):
                  ref_lemma(c, eta_g, eta_l, tmax, tavg, "E.6 conservative"))
 
 
+@pytest.mark.slow
 @given(constants_st, delays_st())
 def test_theorem_values_match_independent_formulas(c, delays):
     tmax, tavg = delays
@@ -97,6 +98,7 @@ def test_theorem_values_match_independent_formulas(c, delays):
     assert close(steps["eta_g"], eg) and close(steps["eta_l"], el)
 
 
+@pytest.mark.slow
 @given(constants_st, delays_st())
 def test_bound_value_equals_sympy_substitution(c, delays):
     tmax, tavg = delays
@@ -144,6 +146,7 @@ def _random_point(rng):
     return {k: sp.Float(v, 40) for k, v in vals.items()}     # 40-digit arithmetic
 
 
+@pytest.mark.slow
 def test_lemmas_at_prescribed_products_below_theorems_by_substitution():
     """C.6 ≤ C.1 and D.6 ≤ D.1 (paper constants and tight) at Π = min{A, B}, in sympy at 40 digits."""
     rng = np.random.default_rng(7)
@@ -161,6 +164,7 @@ def test_lemmas_at_prescribed_products_below_theorems_by_substitution():
         assert td - lem_d >= -1e-30 and pp - td >= 0
 
 
+@pytest.mark.slow
 def test_lemmas_below_theorems_on_a_grid():
     """The same on a numeric grid, through the module (lemma at the theorem's step sizes)."""
     grid = itertools.product([0.2, 1.0, 7.0], [0.0, 0.5, 30.0], [0.05, 5.0], [1, 6], [10, 3000], [0.0, 1.0, 40.0])
@@ -308,12 +312,14 @@ def _le(a, b):
     return all(x <= y * (1 + 1e-12) + 1e-300 for x, y in zip(a, b))
 
 
+@pytest.mark.slow
 @given(constants_st, delays_st(), st.floats(0.0, 100))
 def test_monotone_in_tau_max(c, delays, extra):
     tmax, tavg = delays
     assert _le(_all_values(c, tmax, tavg), _all_values(c, tmax + extra, tavg))
 
 
+@pytest.mark.slow
 @given(constants_st, delays_st(), st.floats(1.0, 10.0))
 def test_monotone_in_sigma2_and_L(c, delays, factor):
     tmax, tavg = delays
@@ -324,6 +330,7 @@ def test_monotone_in_sigma2_and_L(c, delays, factor):
     assert _le(base, _all_values(bigger_l, tmax, tavg))
 
 
+@pytest.mark.slow
 @given(constants_st, delays_st(), st.integers(1, 10_000))
 def test_shrinks_with_T(c, delays, extra):
     tmax, tavg = delays
@@ -496,6 +503,7 @@ def test_bad_input_raises_value_error(call, needle):
     assert needle in message and "\n" not in message
 
 
+@pytest.mark.slow
 def test_no_torch_import():
     import subprocess
     import sys

@@ -306,6 +306,7 @@ def test_fedsum_theorems_at_extreme_numbers(L, sigma2, delta_f, F0, n, k, t, a, 
         outcome(call)
 
 
+@pytest.mark.slow
 @QUICK
 @given(reals, reals, reals, counts, counts, counts, reals, reals, st.sampled_from([0.0, 0.5, 0.9, 1 - 1e-16]),
        probs, st.integers(0, 3), reals)
@@ -323,6 +324,7 @@ def test_momentum_theorems_at_extreme_numbers(L, sigma2, delta_f, n, k, t, eta_g
     outcome(lambda: momentum.theorem_5_1(c, schedule, m, 10**200))
 
 
+@pytest.mark.slow
 @QUICK
 @given(reals, reals, reals, counts, counts, counts, probs, reals, reals, reals, reals, st.none() | reals)
 def test_logit_theorems_at_extreme_numbers(L, sigma2, delta_f, n, k, t, p, tau_max, eps, C1, zeta2, eta):
@@ -339,6 +341,7 @@ def test_logit_theorems_at_extreme_numbers(L, sigma2, delta_f, n, k, t, p, tau_m
     outcome(lambda: logit.client_drift(c, eta if eta is not None else 1.0, eps))
 
 
+@pytest.mark.slow
 @QUICK
 @given(reals, reals, reals, reals, st.sampled_from([1, 2, 50, 10**6, 2**61, 2**63, 10**30]), reals, reals, reals,
        st.sampled_from([0.0, 0.6, 1.0]), st.sampled_from(["infinite", "finite"]), st.integers(1, 3))

@@ -223,6 +223,7 @@ def test_grows_with_eps_star_and_delay(e1, e2, t1, t2):
     assert thm1(tau_max=min(t1, t2)).value <= thm1(tau_max=max(t1, t2)).value
 
 
+@pytest.mark.slow
 @given(st.integers(1, 5000), st.integers(1, 5000), st.sampled_from([None, 0.001]))
 def test_shrinks_with_T(a, b, eta):
     lo, hi = sorted((a, b))

@@ -227,6 +227,7 @@ def test_local_steps_default_to_constant_k():
 # ------------------------------------------------------------------------- variants
 
 
+@pytest.mark.slow
 def test_theorem_4_6_printed_differs_only_in_the_leading_denominator():
     s = sym
     difference = sp.simplify(formula_4_6("printed").expr - formula_4_6("corrected").expr)
@@ -269,6 +270,7 @@ def test_theorem_5_1_corrected_adds_exactly_the_server_step_term():
     assert corrected.value - printed.value == pytest.approx(corrected.terms["sigma_l_server"], rel=1e-9)
 
 
+@pytest.mark.slow
 @given(schedules(), st.integers(1, 10), st.integers(0, 6))
 def test_corollary_g1_dominates_theorem_5_1_term_by_term(schedule, m, tau):
     constants = constants_for(schedule, n=12)
@@ -346,6 +348,7 @@ def test_corollaries_4_2_and_4_4_rate_from_theorem_4_1():
         assert all(dominated(n, K, uu) <= 1 + 1e-12 for n, K, uu in grid)
 
 
+@pytest.mark.slow
 def test_corollary_4_7_rate_from_theorem_4_6():
     """η̄ = √(mK), η̂² = mK, W_2 = T√(mK)/S, W_1² = √(mK), η_l = 1/(√T K): O(√(K/(Tm)))
     (Cor 4.7; proof in App. E)."""

@@ -84,6 +84,7 @@ class TestOnOffCycles:
                       for i, a in enumerate(active)]
             assert np.array_equal(row, OnOffCycles(5, period, active, phases=phases).sample(50).mask)
 
+    @pytest.mark.slow
     def test_phases_uniform_and_independent(self):
         """φ_i uniform on {0..C−1} (client i on at round 0 with probability a_i/C) and
         independent across clients (two clients on together with probability a_0 a_1/C²)."""
@@ -191,6 +192,14 @@ class TestOnOffExact:
             paper_tau_max_bound(OnOffCycles(3, 4, 2), 10)
 
 
+def test_on_off_cycles_with_a_long_period():
+    """The longest absence per phase is a closed form: a period of 10^5 once needed a
+    (phases × 2·period) table."""
+    pattern = OnOffCycles.from_probability(100, 10**5, 0.1)
+    top = exact_tau_max(pattern, 3 * 10**5)
+    assert 10**5 - 10**4 <= top <= 10**5
+
+
 # --------------------------------------------------------------------------- Diurnal
 def _clipped_binomial_mean(s, q, low, high):
     return sum(math.comb(s, k) * q**k * (1 - q) ** (s - k) * min(max(k, low), high) for k in range(s + 1))
@@ -234,6 +243,7 @@ class TestDiurnal:
         per_slot = batch.reshape(reps, cycles, period, pattern.n_clients).sum(axis=(0, 1))  # (slot, client)
         base._binomial_z(per_slot, reps * cycles, pattern.inclusion_probabilities(0, period), "P(i ∈ S_t)")
 
+    @pytest.mark.slow
     def test_day_count_law(self):
         """The day count at each phase is clip(Binomial(S, q_t), max(0, S − M), min(S, D))."""
         pattern = Diurnal(10, 6, 6, shape="cosine", day_fraction=0.3)
@@ -422,6 +432,7 @@ class TestSelected:
         mc = monte_carlo(pattern, 120, 300, seed=2, progress=False)
         assert abs(mc.tau_avg.mean - exact_tau_avg(ReshuffledCyclic(n, s), 120)) <= 4.5 * mc.tau_avg.stderr + 1e-9
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("availability, s", [
         (Bernoulli([0.0, 0.2, 0.5, 0.9, 1.0, 0.4, 0.7]), 2),
         (Bernoulli(0.3, 6), 4),

@@ -3,6 +3,10 @@ the need and the limit (``participation.budget.require_memory``), never a raw Me
 
 The limit is lowered with FEDVERIFY_MEMORY_GB so that the sizes refused here are small: where a
 refusal were missing, the allocation would still be harmless (a few MiB).
+
+Exact expectations also hold their memory to what their units need (no rounds × clients table for
+time-constant probabilities) and refuse, before the work, what would take longer than
+FEDVERIFY_EXACT_SECONDS (participation.expected._budget).
 """
 from __future__ import annotations
 
@@ -10,9 +14,10 @@ import numpy as np
 import pytest
 
 from participation import Trace
-from participation.expected import check_monte_carlo, monte_carlo
+from participation.expected import (check_monte_carlo, exact_tau_avg, exact_tau_max, monte_carlo,
+                                    paper_tau_max_bound)
 from participation.expected import markov_gaps, montecarlo, periodic
-from participation.patterns import preset
+from participation.patterns import Bernoulli, Markov, Uniform, preset
 from participation.patterns.independent import Sine
 
 ENV_MEMORY = "FEDVERIFY_MEMORY_GB"
@@ -134,3 +139,71 @@ def test_an_experiment_whose_traces_cannot_fit_is_refused():
                                              r"run's history needs about 339 GiB; the memory limit is 3 GiB"):
             experiment.check_sizes(100, 10**9, ("P1", "P2", "P3"))
         experiment.check_sizes(100, 1000, ("P1",))
+
+
+# ---------------------------------------------------------------- exact expectations: sizes and times bounded before the work
+
+
+def test_an_almost_never_available_client_needs_no_quadratic_table():
+    """Bernoulli(1e-12) over 10^5 rounds: τ_max = T except with probability ~1e-35, so
+    the law is certain everywhere; it once allocated T²/2 cells (MemoryError)."""
+    pattern = Bernoulli(1e-12, 5)
+    assert exact_tau_max(pattern, 10**5) == pytest.approx(10**5, abs=1e-6)
+    assert exact_tau_avg(pattern, 10**5) == pytest.approx((10**5 + 1) / 2, rel=1e-6)
+
+
+def test_constant_patterns_never_build_rounds_by_clients(monkeypatch):
+    """Time-constant probabilities are read as such: P2 at T = 10^7 (a (T, N) table of
+    8 GB before) needs only arrays of T values."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        avg = exact_tau_avg(preset("P2"), 10**6)
+        bound = paper_tau_max_bound(preset("P2"), 10**6)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert avg == pytest.approx(22.7468, abs=1e-3) and bound.value > 0
+    assert peak < 100 * 2**20  # a (T, N) float table would be 800 MB
+
+
+def test_time_varying_probabilities_are_read_in_chunks(monkeypatch):
+    """P3's probabilities are scanned chunk by chunk, so the memory limit refuses what the
+    units need rather than an allocation of rounds × clients."""
+    monkeypatch.setenv("FEDVERIFY_MEMORY_GB", "0.001")
+    with pytest.raises(ValueError, match=r"exact delays for Sine at T=100000.*GiB|MiB"):
+        exact_tau_max(preset("P3"), 10**5)
+
+
+@pytest.mark.parametrize("call, pattern, rounds, what", [
+    (exact_tau_max, preset("P2"), 10**7, r"exact E\[τ_max\] for Bernoulli at T=10000000"),
+    (exact_tau_max, preset("H8"), 10**7, r"exact E\[τ_max\] for BiasedGroups at T=10000000"),
+    (exact_tau_avg, preset("P3"), 10**7, r"exact delays for Sine at T=10000000 \(reading 10000000 × 100"),
+    (exact_tau_max, preset("P3"), 10**6, r"for Sine at T=1000000"),
+    (exact_tau_max, Markov(0.1, 0.95, n_clients=50), 10**6, r"exact E\[τ_max\] for Markov"),
+    (exact_tau_avg, Uniform(10**6, 10**5), 10, r"Uniform\(N=1000000, S=100000\)"),
+    (exact_tau_avg, Sine.fedawe(np.linspace(0.1, 0.5, 20), 0.5, 0.5), 10**5, r"Sine at T=100000 \(20\+ time-varying"),
+])
+def test_costly_exact_values_are_refused_before_the_work(monkeypatch, call, pattern, rounds, what):
+    monkeypatch.setenv("FEDVERIFY_EXACT_SECONDS", "5")
+    with pytest.raises(ValueError) as err:
+        call(pattern, rounds)
+    message = str(err.value)
+    assert "\n" not in message and "use monte_carlo" in message and "needs ~" in message and "over the limit" in message
+    assert __import__("re").search(what, message), message
+
+
+def test_time_limit_is_validated(monkeypatch):
+    monkeypatch.setenv("FEDVERIFY_EXACT_SECONDS", "soon")
+    with pytest.raises(ValueError, match="FEDVERIFY_EXACT_SECONDS must be a number of seconds, got 'soon'"):
+        exact_tau_max(preset("P2"), 1000)
+
+
+@pytest.mark.slow
+def test_monte_carlo_refuses_what_one_chunk_cannot_hold():
+    with pytest.raises(ValueError, match=r"Monte-Carlo over 1000000000 rounds × 100 clients.*'gaps'"):
+        monte_carlo(preset("P2"), 10**9, 2, seed=0, method="gaps")
+    # whole traces are streamed a window of rounds at a time, so only a window too wide is refused
+    with pytest.raises(ValueError, match=r"Monte-Carlo over 1000000 rounds × 100000000 clients.*'trace'"):
+        monte_carlo(Bernoulli(0.2, 10**8), 10**6, 2, seed=0, method="trace")

@@ -67,6 +67,7 @@ def test_structural_identities(mask):
     assert ((a < 0).sum(axis=0) <= m.tau_max).all()
 
 
+@pytest.mark.slow
 @given(masks, masks)
 def test_batch_equals_each_trace(first, second):
     rounds, n = min(first.shape[0], second.shape[0]), min(first.shape[1], second.shape[1])
@@ -87,6 +88,7 @@ def test_streaming_forms_agree(mask):
     assert by_ids.tau_max == expected.max() and by_ids.tau_avg == pytest.approx(expected.mean())
 
 
+@pytest.mark.slow
 def test_stream_memory_stays_linear_in_clients():
     rng = np.random.default_rng(3)
     n, rounds = 50, 20_000

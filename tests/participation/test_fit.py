@@ -97,6 +97,7 @@ def test_bernoulli_fit_recovers_p():
     assert np.allclose(fit.p_stderr, np.sqrt(fit.p * (1 - fit.p) / 20000))
 
 
+@pytest.mark.slow
 def test_markov_fit_recovers_the_rates_and_agrees_with_estimate():
     a, b = np.array([0.05, 0.2, 0.6]), np.array([0.3, 0.1, 0.7])
     trace = Markov.from_rates(a, b).sample(20000, 4)
@@ -195,6 +196,7 @@ def test_distances_against_a_direct_computation():
     assert fit.goodness.pooled_ks == pytest.approx(np.abs(np.cumsum(pooled_emp - pooled_law)).max() / total)
 
 
+@pytest.mark.slow
 def test_bootstrap_p_values_are_roughly_uniform_under_the_true_model():
     pooled = {"bernoulli": [], "markov": []}
     per_client = {"bernoulli": [], "markov": []}

@@ -4,7 +4,9 @@ Every closed piece is checked against an independent computation: the law of S a
 sympy's series of its generating function, the conditioned short-gap paths against
 enumerated compositions, the inversion tables against direct inversion, the cover-time
 delays against the delays of the fully drawn trace, and the sampled means against the
-exact expectations.
+exact expectations. At long horizons (P2 at T = 71570, H.8 at T = 95415) the tilt exists
+however small the long-gap probability, the threshold leaves few rounds unresolved, and the
+sampler agrees with the exact E[τ_avg] and does not depend on chunking.
 """
 from __future__ import annotations
 
@@ -14,12 +16,12 @@ import math
 import numpy as np
 import pytest
 import sympy as sp
-from scipy import stats
+from scipy import optimize, stats
 
 from participation.delays import delay_metrics
-from participation.expected import exact_tau_avg, exact_tau_max
+from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo, paper_tau_max_bound
 from participation.expected import gaps
-from participation.patterns import Bernoulli
+from participation.patterns import Bernoulli, BiasedGroups, preset
 
 
 def _pmf_by_series(p: float, threshold: int, terms: int) -> np.ndarray:
@@ -31,6 +33,7 @@ def _pmf_by_series(p: float, threshold: int, terms: int) -> np.ndarray:
     return np.array([float(series.coeff(z, s)) for s in range(terms)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("p, threshold", [(0.2, 10), (0.5, 3), (0.05, 6), (0.9, 4)])
 def test_short_run_law_matches_its_generating_function(p, threshold):
     law = gaps._short_run_law(p, threshold, 400)
@@ -72,6 +75,7 @@ def _compositions(total: int, largest: int):
                 yield combo
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("total", [0, 7])
 def test_conditioned_short_paths_follow_the_composition_law(total):
     """Given S = s, each composition of s into gaps < H has probability ∝ Π p q^{g−1}."""
@@ -95,6 +99,7 @@ def test_conditioned_short_paths_follow_the_composition_law(total):
     assert stats.chisquare(observed, weight / weight.sum() * draws).pvalue > 1e-4
 
 
+@pytest.mark.slow
 def test_paths_beyond_the_table_are_conditioned_on_reaching_it():
     """With S ≥ cap, the path has no long gap before the cap (then continues freely)."""
     p, threshold, cap = 0.4, 5, 30
@@ -130,6 +135,7 @@ def test_cover_time_delays_equal_those_of_the_drawn_trace(p, rounds, threshold):
         assert tau_max[r] == truth.tau_max and tau_avg[r] == pytest.approx(truth.tau_avg, abs=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("p, rounds, threshold", [c for c in CASES if c[0].min() > 0])
 def test_sampled_means_match_the_exact_expectations(p, rounds, threshold):
     reps = 4000 if threshold is None or threshold <= 4 else 1500  # forced refinement is slow
@@ -176,3 +182,59 @@ def test_cleared_tables_are_rebuilt_the_same():
         rebuilt = monte_carlo(pattern, 300, 12, seed=4, progress=False, keep_samples=True, method=method).samples
         np.testing.assert_array_equal(kept["tau_max"], rebuilt["tau_max"])
         np.testing.assert_array_equal(kept["tau_avg"], rebuilt["tau_avg"])
+
+
+# ---------------------------------------------------------------- long horizons
+
+
+def _old_tilt(p, threshold):
+    """θ as the sampler first solved for it: Σ_g w_g θ^{−g} = 1 on [1e-300^{1/H}, 1]."""
+    g = np.arange(1, threshold, dtype=float)
+    w = p * (1 - p) ** (g - 1)
+    return optimize.brentq(lambda t: float(w @ t ** (-g)) - 1.0, 1e-300 ** (1 / threshold), 1.0,
+                           xtol=1e-300, rtol=4 * np.finfo(float).eps)
+
+
+@pytest.mark.parametrize("p, threshold", [(0.2, 10), (0.5, 3), (0.05, 6), (0.9, 4), (0.01, 300), (0.3, 2),
+                                          (1e-9, 5), (0.5, 50)])
+def test_tilt_agrees_with_the_first_bracket_where_that_worked(p, threshold):
+    assert gaps._tilt(p, threshold) == pytest.approx(_old_tilt(p, threshold), rel=1e-14)
+
+
+@pytest.mark.parametrize("p, threshold", [(0.2, 187), (0.2, 2805), (0.9, 300), (0.9, 400), (0.5, 60)])
+def test_tilt_exists_however_small_the_long_gap_probability(p, threshold):
+    """ρ = q^{H−1} below float rounding: Σ w_g rounds to 1 and the first bracket lost its
+    sign change (brentq refused it); θ is then 1 to float precision."""
+    theta = gaps._tilt(p, threshold)
+    rho = (1 - p) ** (threshold - 1)
+    assert 0 < theta <= 1 and 1 - theta <= 2 * rho / p + 1e-16
+    law = gaps._short_run_law(p, threshold, 4000)  # builds without error
+    assert law is not None and np.all(np.diff(law.cdf) >= 0)
+
+
+def test_threshold_keeps_unresolved_rounds_rare_at_long_horizons():
+    """The refinement cost counts every unresolved round: at T = 71570 (P2) and 95415
+    (H.8) H no longer jumps to a threshold that leaves every round unresolved."""
+    p2 = np.full(100, 0.2)
+    h8 = BiasedGroups(100).client_probabilities()
+    for p, rounds in ((p2, 71569), (p2, 71570), (p2, 10**7), (h8, 95414), (h8, 95415), (h8, 10**6)):
+        h = gaps._choose_threshold(p, rounds)
+        unresolved = rounds * np.prod(1 - (1 - p) ** (h - 1))
+        assert 2 < h < 20 and unresolved < 10, (rounds, h, unresolved)
+
+
+@pytest.mark.parametrize("name, rounds", [("P2", 71570), ("H8", 95415)])
+def test_gap_sampler_runs_and_agrees_at_the_reported_horizons(name, rounds):
+    pattern = preset(name)
+    mc = monte_carlo(pattern, rounds, 6, seed=2, progress=False, method="gaps")
+    exact = exact_tau_avg(pattern, rounds)
+    assert abs(mc.tau_avg.mean - exact) <= 5 * mc.tau_avg.stderr
+    assert 0 < mc.tau_max.mean < 3 * paper_tau_max_bound(pattern, rounds).value
+
+
+def test_gap_sampler_is_chunk_invariant_at_long_horizons():
+    p, rounds, root = np.full(100, 0.2), 71570, np.random.SeedSequence(9)
+    whole = gaps.gap_chunk(p, rounds, root, 0, 4)
+    parts = [gaps.gap_chunk(p, rounds, root, first, count) for first, count in ((0, 1), (1, 3))]
+    for k in range(2):
+        assert np.array_equal(whole[k], np.concatenate([part[k] for part in parts]))

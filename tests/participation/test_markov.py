@@ -371,6 +371,7 @@ def test_cp_tp_rejects_defective():
 # --------------------------------------------------------------------------------------
 # product chains vs the explicit Kronecker product
 # --------------------------------------------------------------------------------------
+@pytest.mark.slow
 @given(st.lists(pi_lam(), min_size=2, max_size=8))
 def test_product_chain_spectrum_vs_kronecker(params):
     pi, lam = (np.array(v) for v in zip(*params))
@@ -492,6 +493,7 @@ def test_product_chain_rejects(Ps, text):
 # --------------------------------------------------------------------------------------
 # mixing time
 # --------------------------------------------------------------------------------------
+@pytest.mark.slow
 @given(chains(min_size=2, max_size=5), st.floats(0.02, 0.6))
 def test_mixing_time_vs_brute_force(P, eps):
     rho = numpy_stationary(P)
@@ -601,6 +603,7 @@ def long_trace():
     return simulate(PI20, LAM20, 200_000, np.random.default_rng(2023))
 
 
+@pytest.mark.slow
 def test_estimate_long_trace_within_4_stderr(long_trace):
     est = estimate(long_trace)
     assert isinstance(est, AvailabilityEstimate)

@@ -19,6 +19,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern, rounds", CASES)
 def test_agrees_with_exact_values_and_trace(pattern, rounds):
     gaps = monte_carlo(pattern, rounds, 4000, seed=1, method="gaps", progress=False)
@@ -55,6 +56,7 @@ def test_independent_of_chunking_and_workers(pattern, rounds):
     assert not np.array_equal(other.samples["tau_avg"], runs[0].samples["tau_avg"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern, rounds", [
     CASES[0], CASES[1], CASES[2],
     (Markov(np.array([0.5, 0.3, 0.8]), np.array([0.6, 0.0, -0.2]), clusters=np.array([0, 0, 2, 2, 2])), 150),
@@ -66,6 +68,7 @@ def test_distribution_matches_trace(pattern, rounds):
         assert stats.ks_2samp(gaps.samples[name], trace.samples[name]).pvalue > 1e-3, name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern, rounds", [CASES[2], CASES[4]])
 def test_chains_drawn_short_at_first_keep_the_law(pattern, rounds, monkeypatch):
     """With far too few pairs drawn at first, every chain goes through the extension, batch

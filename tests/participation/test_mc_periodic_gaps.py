@@ -110,7 +110,7 @@ def _renewal_by_steps(p, threshold, length):
     return u[:, :cap], v[:, :cap]
 
 
-@pytest.mark.parametrize("threshold,length", [(2, 50), (5, 300), (9, 700), (1, 10)])
+@pytest.mark.parametrize("threshold,length", [(2, 50), (5, 300), pytest.param(9, 700, marks=pytest.mark.slow), (1, 10)])
 def test_renewal_tables_match_the_recurrence_step_by_step(threshold, length):
     """The blocked recurrences against the plain ones, including phases with p = 0 and p = 1."""
     p = np.array([[0.3, 0.0, 0.25, 0.6, 0.1, 0.45, 0.2], [0.05, 0.15, 1.0, 0.02, 0.3, 0.0, 0.5]])
@@ -170,6 +170,7 @@ def _exact_delay_law(p: np.ndarray) -> dict:
 EDGES = np.array([[0.3, 1.0], [0.0, 0.6], [0.5, 0.0], [0.0, 0.2]])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threshold, steps, cap, first", [(None, None, None, FIRST), (1, None, None, FIRST),
                                                           (2, 1, None, FIRST), (3, 1, None, FIRST), (5, 1, 2, FIRST),
                                                           (4, 2, 3, FIRST), (None, None, None, EDGES),
@@ -195,6 +196,7 @@ def test_delays_match_enumeration(threshold, steps, cap, first):
     assert stats.chisquare(counts, expected).pvalue > 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threshold, steps, cap, first", [(4, 1, 2, FIRST[:, :1]), (3, None, None, FIRST[:, :1]),
                                                           (5, 1, 2, EDGES[:, 1:]), (2, 1, None, EDGES[:, :1])])
 def test_masks_match_enumeration(threshold, steps, cap, first):
@@ -277,6 +279,7 @@ def test_independent_of_chunking_and_workers():
     np.testing.assert_array_equal(offset.samples["tau_max"], runs[0].samples["tau_max"][10:])
 
 
+@pytest.mark.slow
 def test_forced_paths_are_chunk_invariant():
     """Extension (one planned step), cut S and refinement read keyed streams: chunking changes nothing."""
     rounds = 40
@@ -320,6 +323,7 @@ def test_auto_leaves_dense_periodic_patterns_to_whole_traces():
     assert monte_carlo(Sine.p3(30, 6), 400, 3, seed=0, progress=False).method == "gaps"
 
 
+@pytest.mark.slow
 def test_refinement_of_many_rounds_per_run_matches_exact_values():
     """H = 20 for 12 clients leaves about two rounds in three unresolved, so most short runs hold
     several of them, each drawn from the point the previous one found."""

@@ -85,6 +85,7 @@ def enumerated_totals(n, s, rounds):
     return {key: count / total for key, count in law.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, s, rounds", [(4, 2, 5), (5, 2, 8), (4, 1, 10), (6, 3, 4), (7, 3, 4)])
 def test_samples_follow_the_enumerated_law(n, s, rounds):
     law = enumerated_totals(n, s, rounds)
@@ -108,6 +109,7 @@ def test_means_agree_with_the_exact_laws(n, s, rounds):
         assert abs(estimate.mean - exact) < 5 * estimate.stderr + 1e-3   # + : a rare value may never be drawn
 
 
+@pytest.mark.slow
 def test_chunking_units_and_offsets_do_not_change_a_replicate(monkeypatch):
     import participation.expected.shifts as shifts
 

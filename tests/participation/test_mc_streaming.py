@@ -22,6 +22,7 @@ def test_windows_give_the_replicates_of_whole_traces(monkeypatch, pattern):
     assert np.allclose(whole.samples["tau_avg"], streamed.samples["tau_avg"], rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_a_trace_larger_than_the_memory_limit_still_runs(monkeypatch):
     """N = 2000, T = 20,000: 40 M cells, whose whole mask and packed copies are refused under a
     0.05 GB limit; in windows of 2^21 cells the same replicate runs."""

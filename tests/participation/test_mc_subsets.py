@@ -66,6 +66,7 @@ def exact_law(n, s, rounds):
 
 # ------------------------------------------------------------------ exactness of the law
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, s, rounds", [(4, 2, 3), (5, 2, 4), (4, 3, 3), (3, 1, 5)])
 def test_joint_law_of_tau_max_and_tau_avg_is_exact(n, s, rounds, sampler):
     law = exact_law(n, s, rounds)
@@ -84,6 +85,7 @@ def test_exact_law_matches_the_closed_form_of_e_tau_avg():
     assert sum(b / 4 * p for (_, b), p in law.items()) == pytest.approx(exact_tau_avg(Uniform(5, 2), 4), abs=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, s", [(6, 3), (7, 2), (5, 4)])
 def test_subsets_are_uniform_and_rounds_independent(n, s, sampler, small_units):
     rounds, reps = 6, 4000
@@ -149,6 +151,7 @@ def test_every_client_every_round():
     assert np.array_equal(tau_max, samples(Uniform(5, 5), 30, 10, method="trace")[0])
 
 
+@pytest.mark.slow
 def test_means_agree_with_trace_and_the_exact_e_tau_avg():
     pattern, rounds, reps = Uniform(20, 4), 150, 3000
     fast, slow = samples(pattern, rounds, reps, seed=1), samples(pattern, rounds, reps, seed=2, method="trace")

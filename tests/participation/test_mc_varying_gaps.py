@@ -47,6 +47,7 @@ def _run(pattern, method="gaps", reps=REPS, seed=1, **kwargs):
     return monte_carlo(pattern, ROUNDS, reps, seed=seed, method=method, progress=False, keep_samples=True, **kwargs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PATTERNS))
 def test_matches_exact_and_trace(name):
     pattern = PATTERNS[name]()
@@ -60,6 +61,7 @@ def test_matches_exact_and_trace(name):
         assert abs(a.mean - b.mean) <= 4 * np.hypot(a.stderr, b.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PATTERNS))
 def test_two_sample_ks_against_trace(name):
     pattern = PATTERNS[name]()
@@ -79,6 +81,7 @@ def test_independent_of_chunking_and_workers(name):
             np.testing.assert_array_equal(run.samples[key], runs[0].samples[key])
 
 
+@pytest.mark.slow
 def test_short_rows_draw_more_and_stay_exact():
     """With two Exp(1) draws per client at first, nearly every row continues past Λ(T)."""
     pattern = Sine.p3(5, 2)

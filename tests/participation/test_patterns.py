@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from participation._random import keyed_uniforms, seed_sequence
 from participation.delays import delay_metrics
 from participation.patterns import (
     Bernoulli, BiasedGroups, Cyclic, Markov, Replay, ReshuffledCyclic, Sine, Uniform, preset, preset_names,
 )
+from participation.patterns.sampling import EPOCH_BLOCK
 from participation.trace import Trace
 
 Z = 5.0  # tolerance, in standard errors
@@ -679,3 +681,32 @@ class TestPresets:
         assert preset("logit").n_clients == 10
         _binomial_z(preset("logit").sample(2000, 0).mask.sum(), 20000, 0.5, "logit p")
         _binomial_z(preset("P2").sample(500, 0).mask.sum(), 50000, 0.2, "P2 p")
+
+
+# ---------------------------------------------------------------- sampling windows anywhere
+
+HUGE = 2**70 + 12345
+
+
+def test_cyclic_window_at_a_huge_start_is_exact():
+    n, s = 10, 3
+    mask = Cyclic(n, s).sample(7, start=HUGE).mask
+    expected = np.array([[(c - (HUGE + t) * s) % n < s for c in range(n)] for t in range(7)])
+    assert np.array_equal(mask, expected)
+
+
+@pytest.mark.parametrize("n, s, remainder", [(10, 3, "short"), (7, 2, "drop"), (6, 2, "short")])
+@pytest.mark.parametrize("start", [0, 37, 2**40 + 3, HUGE])
+def test_reshuffled_window_follows_its_definition_anywhere(n, s, remainder, start):
+    """Round t: epoch t // E, slot t mod E, the epoch's order drawn from unit epoch // EPOCH_BLOCK."""
+    pattern = ReshuffledCyclic(n, s, remainder)
+    epoch_rounds, root = pattern.epoch_rounds, seed_sequence(4)
+    mask = pattern.sample_batch(60, 2, root, start=start, first_replicate=1)
+    for rep in range(2):
+        for i in range(60):
+            epoch, slot = divmod(start + i, epoch_rounds)
+            u = keyed_uniforms(root, range(1 + rep, 2 + rep), epoch // EPOCH_BLOCK, (EPOCH_BLOCK, n))[0, epoch % EPOCH_BLOCK]
+            rank = np.argsort(np.argsort(u))
+            assert np.array_equal(mask[rep, i], rank // s == slot), (start, i)
+    later = pattern.sample(30, 4, start=start + 30).mask
+    assert np.array_equal(pattern.sample(60, 4, start=start).mask[30:], later)

@@ -184,6 +184,7 @@ class TestViews:
 
 # --------------------------------------------------------------------------- files
 class TestRoundTrip:
+    @pytest.mark.slow
     @pytest.mark.parametrize("suffix", [".npz", ".csv", ".json"])
     @given(mask=masks())
     def test_round_trip(self, suffix, mask):

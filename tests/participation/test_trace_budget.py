@@ -59,6 +59,7 @@ def test_memory_limit_reads_the_environment(monkeypatch):
     assert memory_limit() > 0
 
 
+@pytest.mark.slow
 def test_participation_does_not_import_verify():
     import ast
     from pathlib import Path

@@ -43,6 +43,7 @@ def test_table_aligns_rows_and_prints_notes_and_skips():
     assert lines[0].index("fedverify") == lines[1].index("fedverify")
 
 
+@pytest.mark.slow
 def test_bench_quick_prints_every_row(monkeypatch, capsys):
     """The CLI's table with the slow training rows replaced by their tiny-workload versions."""
     work, training_round_ratios = tiny_workload(rounds=2), bench.training_round_ratios
@@ -63,12 +64,14 @@ def test_bench_quick_prints_every_row(monkeypatch, capsys):
     assert out.startswith("fedverify bench --quick:")
 
 
+@pytest.mark.slow
 def test_cnn_row_measures_equal_work():
     row = bench.cnn_local_step_ratio(quick=True, clients=3, batch=2, steps=1)
     assert row.baseline == "vmap(grad)" and row.baseline_seconds > 0 and row.fast_seconds > 0
     assert float(row.note.split()[3]) < 1e-4                   # the same gradients, to float32 rounding
 
 
+@pytest.mark.slow
 def test_training_rows_measure_both_sides():
     rows = bench.training_round_ratios(work=tiny_workload(rounds=2))
     assert [r.name for r in rows] == ["training rounds, FedAvg", "training rounds, FedSUM"]

@@ -15,7 +15,7 @@ import pytest
 
 from verify import sweep
 
-from .test_hostile_inputs import assert_refused, cli
+from .test_input_validation import assert_refused, cli
 
 ENV_MEMORY = "FEDVERIFY_MEMORY_GB"
 
@@ -134,6 +134,7 @@ def test_experiment_refuses_rounds_that_cannot_fit_before_building_anything(work
     assert not (workdir / "out").exists()
 
 
+@pytest.mark.slow
 def test_experiment_with_many_local_steps_says_how_long_before_it_starts(workdir, limit, monkeypatch):
     """`experiment fedsum -K 100000000` printed nothing for over a minute: its time estimate ran
     rounds of 10^8 local steps. The estimate now times at most TIMED_STEPS steps and scales up."""

@@ -5,7 +5,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 from scipy import stats
 
 import algorithms
@@ -30,6 +29,7 @@ def logistic():
 # ------------------------------------------------------------------ constants
 
 
+@pytest.mark.slow
 def test_quadratic_estimates_agree_with_exact_constants(quadratic):
     exact = quadratic.constants()
     est = estimate_constants(quadratic, use_exact=False, variance_samples=200)
@@ -51,6 +51,7 @@ def test_exact_constants_are_taken_from_the_problem(quadratic):
     assert (c.L, c.sigma2, c.n_clients, c.local_steps, c.rounds) == (exact.L, exact.sigma2, 6, 2, 30)
 
 
+@pytest.mark.slow
 def test_logistic_estimates_agree_with_exact_constants(logistic):
     exact = logistic.constants()
     est = estimate_constants(logistic)

@@ -70,6 +70,7 @@ def _width_px(path) -> int:
     return imread(path).shape[1]
 
 
+@pytest.mark.slow
 def test_28_panels_fit_a_screen_in_a_grid(tmp_path, drawn):
     rows = _curve_rows()
     assert len({(r["theorem"], r["pattern"]) for r in rows}) == 28
@@ -83,6 +84,7 @@ def test_28_panels_fit_a_screen_in_a_grid(tmp_path, drawn):
     assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in fig.axes)
 
 
+@pytest.mark.slow
 def test_several_theorems_give_one_file_each_and_one_theorem_keeps_check_png(tmp_path):
     theorems = {name: FEDSUM[name] for name in ("fedsum.theorem_4_1", "fedsum.lemma_c6", "fedsum.corollary_g1")}
     rows = _curve_rows(theorems)
@@ -135,6 +137,7 @@ def test_curve_panels_explain_the_dots_at_T(tmp_path, drawn):
     assert drawn[-1].axes[0].get_ylabel().startswith("running mean")
 
 
+@pytest.mark.slow
 def test_check_paper_writes_and_lists_one_figure_per_theorem(tmp_path, capsys):
     assert main(["check", "--paper", "momentum", "-T", "10", "-N", "4", "--seeds", "2", "-K", "1", "--no-progress",
                  "-o", str(tmp_path)]) == 0

@@ -101,6 +101,7 @@ def test_list_presets(capsys):
     assert "P3" in out and "cafed-temporal" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, fragment", [
     (["delays", "nosuch"], "unknown preset 'nosuch'"),
     (["delays", "-T", "0"], "must be positive"),
@@ -117,6 +118,7 @@ def test_errors_are_one_line_exit_2(args, fragment):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_corrupt_trace_file_is_one_line(tmp_path):
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not a zip file")
@@ -143,6 +145,7 @@ def default_check(tmp_path_factory):
     return result.stdout, out, json.loads((out / "check.json").read_text())
 
 
+@pytest.mark.slow
 def test_default_check_verdicts_golden(default_check):
     stdout, _, summary = default_check
     rows = {(r["algorithm"], r["pattern"]): r for r in summary["rows"]}
@@ -166,6 +169,7 @@ def test_default_check_verdicts_golden(default_check):
     assert header == ["algorithm", "pattern", "tau_max", "tau_avg", "measured", "bound", "ratio", "verdict"]
 
 
+@pytest.mark.slow
 def test_default_check_files_parse(default_check):
     _, out, summary = default_check
     assert sorted(p.name for p in out.iterdir()) == ["check.csv", "check.json", "check.png"]   # no temporary files left
@@ -179,6 +183,7 @@ def test_default_check_files_parse(default_check):
         assert row["verdict"] == by_key[row["algorithm"], row["pattern"]]["verdict"]
 
 
+@pytest.mark.slow
 def test_default_check_numbers_are_consistent(default_check):
     _, _, summary = default_check
     T, N = summary["rounds"], summary["problem"]["n_clients"]
@@ -215,6 +220,7 @@ def test_bare_command_runs_check(monkeypatch, capsys):
 # ------------------------------------------------------------------ check: options, small runs in-process
 
 
+@pytest.mark.slow
 def test_check_with_a_trace_file_and_options(tmp_path, capsys):
     trace = preset("P2", n_clients=8, per_round=2).sample(40, seed=3)
     path = trace.save(tmp_path / "t.json")
@@ -311,6 +317,7 @@ def test_bound_bad_input_is_one_line(args, fragment, capsys):
 # ------------------------------------------------------------------ delays and mc plots
 
 
+@pytest.mark.slow
 def test_delays_plot_of_presets_and_of_a_trace(tmp_path, capsys):
     assert main(["delays", "P1", "P3", "-T", "80", "--reps", "3", "--plot", str(tmp_path / "tau.png")]) == 0
     assert f"plot: {tmp_path / 'tau.png'}" in capsys.readouterr().out
@@ -321,6 +328,7 @@ def test_delays_plot_of_presets_and_of_a_trace(tmp_path, capsys):
     assert b"<svg" in (tmp_path / "sub" / "tau.svg").read_bytes()[:500]
 
 
+@pytest.mark.slow
 def test_mc_table_and_plot(tmp_path, capsys):
     assert main(["mc", "P2", "case3", "-T", "60", "--reps", "50", "--seed", "1", "--plot", str(tmp_path / "mc.png")]) == 0
     out = capsys.readouterr().out
@@ -338,6 +346,7 @@ def test_mc_table_and_plot(tmp_path, capsys):
 # ------------------------------------------------------------------ errors and help, end to end
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, fragment", [
     (["check", "--algorithms", "nosuch"], "unknown algorithm 'nosuch'"),
     (["check", "--patterns", "nosuch"], "unknown pattern 'nosuch'"),
@@ -352,6 +361,7 @@ def test_new_errors_are_one_line_exit_2(args, fragment, tmp_path):
     assert_one_line_error(run_module(*args, cwd=tmp_path), fragment)
 
 
+@pytest.mark.slow
 def test_check_unreadable_trace_and_bad_output(tmp_path):
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not a zip file")
@@ -411,6 +421,7 @@ class HalfStepFedAvg(FedAvg):
 '''
 
 
+@pytest.mark.slow
 def test_a_users_algorithm_through_plugin(tmp_path):
     """Registered in a user's file: the library knew it, the command said 'unknown algorithm'."""
     plugin = tmp_path / "my_algorithms.py"
@@ -426,6 +437,7 @@ def test_a_users_algorithm_through_plugin(tmp_path):
     assert_one_line_error(run_module("check", "--plugin", "no_such_module_xyz", cwd=tmp_path), "no_such_module_xyz")
 
 
+@pytest.mark.slow
 def test_one_seed_says_why_it_is_inconclusive(tmp_path, capsys):
     assert main(["check", "--algorithms", "fedsum", "--patterns", "P1", "-T", "20", "--seeds", "1", "--clients", "5",
                  "--no-progress", "-o", str(tmp_path)]) == 0
@@ -433,6 +445,7 @@ def test_one_seed_says_why_it_is_inconclusive(tmp_path, capsys):
     assert "inconclusive" in out and "--seeds 1: one run gives no confidence interval" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, fragment", [
     (["delays", "P1", "-T", "1000000000"], "memory limit"),
     (["mc", "P1", "-T", "1000000000", "--reps", "2"], "memory limit"),
@@ -474,6 +487,7 @@ def test_an_output_that_cannot_be_written_is_refused_first(tmp_path):
     assert_one_line_error(run_module("check", "--output", "file/sub", cwd=tmp_path), "cannot be written to")
 
 
+@pytest.mark.slow
 def test_mc_draws_no_progress_bar_into_a_pipe(tmp_path):
     done = run_module("mc", "P1", "-T", "200", "--reps", "300", cwd=tmp_path)
     assert done.returncode == 0 and done.stderr == "", done.stderr

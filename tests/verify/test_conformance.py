@@ -3,7 +3,6 @@ for the correct FedSUM algorithms (or correct SCAFFOLD)."""
 from dataclasses import dataclass
 
 import pytest
-import torch
 
 from algorithms import Scaffold
 from algorithms.base import local_sgd, replace_rows
@@ -50,6 +49,7 @@ def test_finds_the_scaffold_sign_bug(sign_bug):
     assert sign_bug.trace.n_clients <= 6 and sign_bug.trace.n_rounds == 40
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("factory, bound", [("fedsum-b", "fedsum.lemma_c6"), ("fedsum", "fedsum.lemma_d6"),
                                             ("fedsum-cr", "fedsum.lemma_e6"), (Scaffold, "fedsum.lemma_d6")])
 def test_correct_algorithms_have_no_counterexample(factory, bound):
@@ -58,6 +58,7 @@ def test_correct_algorithms_have_no_counterexample(factory, bound):
     assert out.worst_ratio < 1 and out.examples >= 200
 
 
+@pytest.mark.slow
 def test_search_is_deterministic():
     a = conformance("fedsum", "fedsum.lemma_d6", max_examples=8, shrink=False)
     b = conformance("fedsum", "fedsum.lemma_d6", max_examples=8, shrink=False)
@@ -85,6 +86,7 @@ def test_the_name_conformance_is_always_the_function():
     assert verify.ConformanceResult is verify.counterexamples.ConformanceResult
 
 
+@pytest.mark.slow
 def test_theorem_4_1_skips_problems_it_prescribes_no_step_for():
     """Thm 4.1's η_l ∝ √Δ_f is 0 where x⁰ is optimal; such draws used to raise
     'eta_l must be a finite number > 0, got 0.0'."""

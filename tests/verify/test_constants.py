@@ -17,6 +17,7 @@ def small_classifier(activation: str) -> Classifier:
                       reg=0.01, batch_size=4, n_classes=3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
 def test_autograd_hessian_norms_match_reverse_over_reverse(activation):
     """Forward-over-reverse power iteration against the problem's own reverse-over-reverse one."""
@@ -28,6 +29,7 @@ def test_autograd_hessian_norms_match_reverse_over_reverse(activation):
     assert np.allclose(rho[0], reference, rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_differences_agree_with_autograd_for_smooth_networks():
     problem = small_classifier("tanh")
     x0 = problem.x0.double()
@@ -36,6 +38,7 @@ def test_differences_agree_with_autograd_for_smooth_networks():
     assert np.allclose(approx, exact, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_non_convex_f_star_is_an_interval():
     problem = small_classifier("tanh")
     est = estimate_constants(problem, use_exact=False, fstar_maxiter=30, power_iters=50, variance_samples=8)

@@ -56,6 +56,7 @@ def test_the_papers_theorems_are_declared_once_with_everything_the_commands_read
     assert theorems.get("fedsum.theorem_4_1").algorithms == CHECK_ALGORITHMS
 
 
+@pytest.mark.slow
 def test_a_new_theorem_touches_its_formula_and_its_declaration(registered, tmp_path, capsys):
     assert registered.summary == "Demo Thm 1: FedAvg at η_g = 1, η_l = 1/(8KL(τ_max + 1)), if 8(τ_max + 1) ≤ T."
     # fedverify bound evaluates it from the declared example; --inputs prints the example

@@ -35,6 +35,7 @@ def pools(monkeypatch):
     return started
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reps", [3, 4])
 def test_mc_starts_no_more_workers_than_replicates(reps, pools, capsys):
     assert main(["mc", "P1", "-T", "10", "--reps", str(reps), "--workers", "32", "--no-progress"]) == 0
@@ -45,6 +46,7 @@ def test_mc_starts_no_more_workers_than_replicates(reps, pools, capsys):
 ONE_CELL = {"monte_carlo": {"patterns": "P2", "n_clients": 5, "rounds": 20, "reps": 5, "seeds": 0}}
 
 
+@pytest.mark.slow
 def test_a_sweep_starts_no_more_workers_than_cells_to_run(tmp_path, pools, capsys):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(ONE_CELL))

@@ -11,6 +11,7 @@ from tests.verify.test_cli import run_module
 from verify import experiment
 
 
+@pytest.mark.slow
 def test_runs_share_traces_and_record_loss_accuracy_and_communication():
     problem = experiment.build_problem("digits", n_clients=10, alpha=0.5, batch_size=16, seed=0)
     result = experiment.fedsum_experiment(problem, rounds=12, algorithms=("fedavg", "fedsum", "scaffold"),
@@ -30,6 +31,7 @@ def test_runs_share_traces_and_record_loss_accuracy_and_communication():
     assert "fedsum" in result.table()
 
 
+@pytest.mark.slow
 def test_command_on_mnist_format_files(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -50,6 +52,7 @@ def test_command_on_mnist_format_files(tmp_path):
     assert (out / "experiment.csv").read_text().startswith("algorithm,pattern,round,loss,accuracy,models_sent")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (("--dataset", "mnist", "--root", "missing-folder"), "train-images-idx3-ubyte"),
     (("--algorithms", "fedsun"), "unknown algorithm 'fedsun'"),
@@ -74,6 +77,7 @@ def _small_cnn(name, n_clients):
                                   batch_size=16, dtype=torch.float64)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["estimate", "problem"])
 def test_check_on_the_cnn_labels_estimated_constants(tmp_path, source, monkeypatch, capsys):
     import verify.commands.check
@@ -97,6 +101,7 @@ def test_check_on_the_cnn_labels_estimated_constants(tmp_path, source, monkeypat
     assert report["rows"][0]["verdict"] in ("holds", "violated", "inconclusive")
 
 
+@pytest.mark.slow
 def test_a_diverged_run_is_still_written(tmp_path):
     result = experiment.ExperimentResult({"rounds": 6})
     result.curves[("fedavg", "P1")] = {"rounds": np.array([0, 5]), "loss": np.array([2.3, np.inf]),
@@ -109,6 +114,7 @@ def test_a_diverged_run_is_still_written(tmp_path):
     assert png_path.read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_the_paper_decay_is_applied_to_every_algorithm_once():
     """Decayed runs equal runs whose local rate is rebuilt each round; FedAWE decays once."""
     import algorithms
@@ -182,6 +188,7 @@ def test_tuning_picks_the_lowest_final_loss_and_never_a_diverged_rate(tmp_path):
         experiment.tune_rates(problem, 3, grid=((1e20, 1e20),), local_steps=2, record_every=1)
 
 
+@pytest.mark.slow
 def test_command_tunes_then_resumes(tmp_path):
     out = tmp_path / "out"
     args = ("experiment", "fedsum", "--dataset", "digits", "--limit", "120", "--clients", "4", "--rounds", "2",
@@ -199,6 +206,7 @@ def test_command_tunes_then_resumes(tmp_path):
     assert "run 1/1: fedsum on P1" in again.stdout and "(read back)" in again.stdout
 
 
+@pytest.mark.slow
 def test_embedded_mnist_is_the_default_with_the_paper_network():
     from verify.cli import build_parser
 
@@ -208,6 +216,7 @@ def test_embedded_mnist_is_the_default_with_the_paper_network():
     assert problem.dim == 51_480 and problem.image_shape == (1, 28, 28)   # FedSUM Table 2's MNIST CNN
 
 
+@pytest.mark.slow
 def test_bad_tuning_pattern_is_one_line_exit_2():
     done = run_module("experiment", "fedsum", "--tune", "--tune-pattern", "P7")
     assert done.returncode == 2 and "unknown pattern 'P7' (--tune-pattern)" in done.stderr
@@ -238,6 +247,7 @@ def test_ranking_and_rounds_to_read_the_curves():
         experiment.ranking(result, "P3")
 
 
+@pytest.mark.slow
 def test_a_written_result_loads_back_and_summarises(tmp_path):
     result = experiment.fedsum_experiment(_tiny(), 4, algorithms=("fedavg", "fedsum"), patterns=("P1", "P2"),
                                           local_steps=2, eta_l=0.1, record_every=2)

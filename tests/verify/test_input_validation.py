@@ -128,6 +128,7 @@ JSON_VALUES = st.recursive(
     max_leaves=20)
 
 
+@pytest.mark.slow
 @SMALL
 @given(doc=st.fixed_dictionaries({"format": st.sampled_from(["fedverify-trace", "other", 1]),
                                   "version": st.one_of(st.just(1), JSON_VALUES),
@@ -219,6 +220,7 @@ EVENT_DOCS = st.one_of(
 )
 
 
+@pytest.mark.slow
 @SMALL
 @given(doc=EVENT_DOCS)
 def test_event_loader_on_wrong_types(scratch, doc):
@@ -556,7 +558,8 @@ def _experiment_options():
             "--plugin": st.sampled_from(BAD_PATHS + ["", "no_such_module_xyz"])}
 
 
-@pytest.mark.parametrize("option", list(_experiment_options()))
+@pytest.mark.parametrize("option", [pytest.param(o, marks=pytest.mark.slow) if o == "--batch" else o
+                                    for o in _experiment_options()])
 def test_experiment_refuses_each_hostile_value(hostile, option):
     strategy = _experiment_options()[option]
     base = EXPERIMENT_BASE if option != "--root" else [*EXPERIMENT_BASE, "--dataset", "mnist"]
@@ -598,6 +601,7 @@ def test_every_device_is_validated_once_with_one_line(hostile, device, command):
         assert_refused([*base, "--device", device], f"--device '{device}'")
 
 
+@pytest.mark.slow
 def test_experiment_batch_larger_than_the_data_is_refused_up_front(hostile):
     """`experiment --batch 1000000` failed in a torch allocation after 23 s."""
     with inside(hostile):

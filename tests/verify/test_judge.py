@@ -56,6 +56,7 @@ def test_one_sample_gets_markovs_lower_limit_and_never_holds():
     assert (j.lower, j.upper) == (-math.inf, math.inf) and j.verdict == "inconclusive"
 
 
+@pytest.mark.slow
 def test_markovs_one_sample_test_keeps_its_level():
     """Exponential and two-point samples whose mean equals the bound: 'violated' at most 5% of the time."""
     rng = np.random.default_rng(0)
@@ -130,6 +131,7 @@ def test_a_fixed_trace_for_an_expectation_is_marked_and_never_exact(still):
     assert r.verdict in ("inconclusive", "violated")
 
 
+@pytest.mark.slow
 def test_monte_carlo_expected_delays_enter_with_their_range(quadratic):
     pattern = preset("P1", n_clients=6, per_round=2)          # Uniform: no exact law of τ_max
     r = check("fedsum", quadratic, pattern, "fedsum.corollary_4_1", seeds=2, rounds=20, local_steps=2)

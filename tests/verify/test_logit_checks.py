@@ -121,6 +121,7 @@ def envelope_total(points, C1) -> float:
 # ------------------------------------------------------------------ the default surrogate
 
 
+@pytest.mark.slow
 def test_default_surrogate_is_the_learned_generator(quad, closed, default):
     """LOGIT Alg. 1: by default the checks run LOGIT's generator (Sec. 3.2), trained along the run."""
     result, runs = default["theorem_1"]
@@ -214,6 +215,7 @@ def exact_constants(closed, extra=None) -> Constants:
                      rounds=ROUNDS, extra=dict(extra or {}))
 
 
+@pytest.mark.slow
 def test_given_constants_are_used_and_marked(quad, closed):
     """ε*, C₁ given (constants.extra): used as given, sources 'given', no estimation note; Thm 1 is then
     (10) at these numbers. C₁ alone (``--set C1=``): ε*_n = max_t (e_{n,t} − C₁√(τ/t))⁺."""
@@ -250,6 +252,7 @@ def scaled(theorem, factor):
     return dataclasses.replace(theorem, name=f"{theorem.name}.false", plan=plan)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", NAMES)
 def test_a_false_bound_is_violated_on_the_run_where_the_true_one_holds(quad, default, which):
     """The same runs judged against the bound scaled by 1/100: 'violated'; the true bound: 'holds'."""

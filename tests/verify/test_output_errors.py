@@ -18,6 +18,7 @@ def _run(argv, **kwargs):
                           text=True, timeout=120, **kwargs)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 @pytest.mark.parametrize("argv", COMMANDS)
 def test_a_full_disk_is_one_line(argv):
@@ -26,6 +27,7 @@ def test_a_full_disk_is_one_line(argv):
     assert done.returncode == 2 and done.stderr == "fedverify: error: cannot write the output (No space left on device)\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", COMMANDS[:2])
 def test_a_closed_standard_output_is_one_line(argv):
     script = f"exec {sys.executable} -m verify {' '.join(argv)} >&-"
@@ -46,6 +48,7 @@ def test_a_json_sweep_spec_with_a_repeated_key_is_refused_as_toml_refuses_it(tmp
         load_spec(toml)
 
 
+@pytest.mark.slow
 def test_experiment_into_a_pipe_closed_early_still_writes_its_results(tmp_path):
     """`fedverify experiment ... | head -1`: the reader goes after the first line; the runs go on and
     the result files are written, with a quiet exit."""

@@ -91,7 +91,7 @@ def test_every_theorem_is_here():
     assert set(NAMES) == set(theorems.THEOREMS)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n.startswith("logit.") else n for n in NAMES])
 def test_a_false_bound_is_violated_and_a_measured_side_above_the_bound_is_too(quad, name):
     theorem = theorems.get(name)
     algorithm, participation, kw = setting(name)
@@ -118,6 +118,7 @@ def test_a_false_bound_is_violated_and_a_measured_side_above_the_bound_is_too(qu
 DELAY = [n for n in NAMES if theorems.get(n).delay_bound]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DELAY)
 def test_records_above_a_delay_bound_are_violated(quad, name, tmp_path):
     """The same run written as records: under the bound "holds"; with ‖∇f(x_t)‖² raised above it, "violated"."""

@@ -17,6 +17,7 @@ def _stderr(argv):
     return done.returncode, done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, fragment", [
     (["mc", "P1", "-T", "10", "--stderr", "1", "--max-reps", "1"], "max_reps must be at least 2"),
     (["check", "--theorem", "momentum.theorem_4_1", "-N", "4", "-T", "10", "--seeds", "2", "--set",
@@ -35,6 +36,7 @@ def test_a_file_that_is_not_a_record_is_called_so(tmp_path, capsys):
     assert err.count("\n") == 1 and "not a fedverify run record" in err and "cut off" not in err
 
 
+@pytest.mark.slow
 def test_a_cut_off_record_warns_in_one_line(tmp_path):
     from verify.records import RunRecorder
 
@@ -95,6 +97,7 @@ def test_delays_reads_the_participation_of_a_run_record(tmp_path, capsys):
     assert "run record" in out and f"tau_max={m.tau_max}" in out and f"tau_avg={m.tau_avg:.4f}" in out
 
 
+@pytest.mark.slow
 def test_check_paper_says_up_front_how_many_runs(tmp_path):
     code, err = _stderr(["check", "--paper", "momentum", "-T", "10", "-N", "4", "--seeds", "2", "--no-progress",
                          "-o", str(tmp_path)])

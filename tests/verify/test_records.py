@@ -139,6 +139,7 @@ def test_plain_loop_and_engine_records_agree(tmp_path, diagonal):
         assert (r.tau_max, r.tau_avg) == pytest.approx(delays(mask), rel=1e-15)
 
 
+@pytest.mark.slow
 def test_cli_record_agrees_with_plain_loop_and_engine(tmp_path, monkeypatch, capsys):
     # the CLI's 'quadratic' is dim 10 with noise; a noise-free small one makes it reproducible here
     problem = Quadratic.random(N, D, heterogeneity=1.0, noise_std=0.0, seed=3)
@@ -411,6 +412,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_kill_9_keeps_every_complete_round_and_resume_continues(tmp_path):
     path = tmp_path / "killed.jsonl"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
@@ -717,6 +719,7 @@ def _assert_deterministic_constants(est, q):
     assert est.F0.value == pytest.approx(np.mean([np.sum((A[i] @ b[i]) ** 2) for i in range(len(b))]), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_function_problem_loss_only(quad):
     loss, _, _ = _callables(quad)
     fp = FunctionProblem(4, np.zeros(3), loss, convex=True)
@@ -737,6 +740,7 @@ def test_function_problem_loss_only(quad):
     np.testing.assert_allclose(h.grad_norm2, g2, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_function_problem_with_gradients_and_noise(quad):
     s = 0.4
     loss, grad, stochastic_grad = _callables(quad, s)
@@ -776,6 +780,7 @@ def test_function_problem_bad_inputs(quad):
         FunctionProblem(4, np.zeros(3), loss).to(dtype=torch.float32)
 
 
+@pytest.mark.slow
 def test_estimate_constants_takes_a_users_per_client_loss():
     """verify.estimate_constants(loss=, n_clients=, x0=): a model given only as per-client losses
     (gradients by autograd) gets L and Δ_f of the quadratic it computes, labelled estimates."""

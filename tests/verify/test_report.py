@@ -42,6 +42,7 @@ def _mc_case(name, rounds=200, reps=200):
             "bound": {"tau_max": bound, "tau_avg": bound}, "samples": mc.samples}
 
 
+@pytest.mark.slow
 def test_mc_histograms_are_not_squeezed_by_the_paper_bound(tmp_path):
     """The bound (about 5x the samples) used to share the x axis and shrink the histograms to a sliver."""
     from matplotlib.figure import Figure
@@ -69,6 +70,7 @@ def test_mc_histograms_are_not_squeezed_by_the_paper_bound(tmp_path):
         assert any("paper bound" in t.get_text() for t in ax.texts)
 
 
+@pytest.mark.slow
 def test_check_figure_has_one_legend_and_one_bound_line_per_value(tmp_path):
     captured = {}
     original = report.save_figure

@@ -1,7 +1,6 @@
 """verify.strategies: every strategy draws valid objects (property tests)."""
 import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -227,6 +227,7 @@ def test_check_cell_is_fedverify_check(theorem):
     assert {"fedverify", "python", "numpy", "torch"} <= set(record["versions"]) and record["timing"]["seconds"] > 0
 
 
+@pytest.mark.slow
 def test_seed_0_is_the_check_command(tmp_path, capsys):
     assert main(["check", "-N", "5", "-T", "15", "-K", "2", "--seeds", "3", "--patterns", "P2", "P3", "--algorithms",
                  "fedsum", "scaffold", "-o", str(tmp_path), "--no-progress"]) == 0
@@ -255,6 +256,7 @@ def test_monte_carlo_cell_matches_monte_carlo():
 # ------------------------------------------------------------------ records and resuming
 
 
+@pytest.mark.slow
 def test_sweep_writes_records_and_resumes(tmp_path, monkeypatch):
     calls = []
     real = sweep.run_cell
@@ -307,6 +309,7 @@ def test_a_failing_cell_keeps_the_others(tmp_path, monkeypatch):
         sweep.load_results(tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", ["SIGKILL the whole process group", "SIGTERM the command"])
 def test_a_killed_sweep_resumes_to_the_uninterrupted_table(tmp_path, monkeypatch, stop):
     spec = {"check": {"algorithms": ["fedsum", "fedavg", "scaffold"], "patterns": ["P1", "P2", "P3"], "n_clients": 5,
@@ -346,6 +349,7 @@ def test_a_killed_sweep_resumes_to_the_uninterrupted_table(tmp_path, monkeypatch
 # ------------------------------------------------------------------ executors
 
 
+@pytest.mark.slow
 def test_a_dask_cluster_gives_the_numbers_of_local_processes(tmp_path):
     distributed = pytest.importorskip("distributed")
     import logging
@@ -359,6 +363,7 @@ def test_a_dask_cluster_gives_the_numbers_of_local_processes(tmp_path):
     same_numbers(dask.rows, local.rows)
 
 
+@pytest.mark.slow
 def test_a_local_dask_cluster_of_worker_processes_gives_the_same_numbers(tmp_path):
     pytest.importorskip("distributed")
     with open_executor(workers=2) as executor:      # what --workers 2 runs: two worker processes

@@ -41,6 +41,7 @@ DRIVER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_sweeps_on_one_folder_split_the_cells(tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(SPEC))
@@ -80,6 +81,7 @@ HOLDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_claimed_cell_is_waited_for_and_taken_over_when_its_holder_dies(tmp_path):
     spec = {"monte_carlo": {"patterns": ["P2", "case4"], "n_clients": 5, "rounds": 20, "reps": 5, "seeds": [0, 1]}}
     cells = sweep.expand(spec)

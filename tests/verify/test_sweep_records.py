@@ -84,6 +84,7 @@ def test_records_are_read_safely(tmp_path):
     assert sweep.finished_keys({"monte_carlo": SMALL["monte_carlo"]}, out) == set()
 
 
+@pytest.mark.slow
 def test_a_pipe_or_folder_in_place_of_a_record_neither_hangs_nor_stops_the_sweep(tmp_path):
     """cells/<key>.json that is a FIFO (opening it would block) or a folder (no record can replace
     it): those cells fail with a one-line reason, the others run, nothing hangs."""

@@ -34,6 +34,7 @@ def command(*args):
 # ------------------------------------------------------------------ a reader that goes away
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["--example"], ["SPEC", "-o", "OUT", "-j", "1", "--no-progress"]])
 def test_a_closed_stdout_ends_quietly(args, tmp_path):
     args = [str(spec_file(tmp_path)) if a == "SPEC" else str(tmp_path / "out") if a == "OUT" else a for a in args]
@@ -45,6 +46,7 @@ def test_a_closed_stdout_ends_quietly(args, tmp_path):
         assert len(sweep.load_results(tmp_path / "out")) == 4     # the sweep itself finished
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["bound", "--list"], ["delays", "--list"], ["bound", "fedsum.theorem_4_1", "--inputs"]])
 def test_every_command_ends_quietly_into_a_closed_pipe(args):
     """The quiet end on a gone reader is ``main``'s, not one command's: ``| head -1`` after
@@ -59,6 +61,7 @@ def test_every_command_ends_quietly_into_a_closed_pipe(args):
 # ------------------------------------------------------------------ SIGTERM and Ctrl-C
 
 
+@pytest.mark.slow
 @pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(), reason="needs forkserver")
 def test_sigterm_while_workers_start_is_one_line(tmp_path):
     """SIGTERM that lands while a worker process is being started (here: as soon as the first
@@ -84,6 +87,7 @@ def test_sigterm_while_workers_start_is_one_line(tmp_path):
     assert not list((tmp_path / "out" / "cells").glob("*.claim"))
 
 
+@pytest.mark.slow
 def test_sigterm_during_a_parallel_sweep_is_one_line_and_resumes(tmp_path):
     spec = {"monte_carlo": {"patterns": ["P2", "case4"], "n_clients": 5, "rounds": 20, "reps": 5,
                             "seeds": list(range(40))}}
@@ -102,6 +106,7 @@ def test_sigterm_during_a_parallel_sweep_is_one_line_and_resumes(tmp_path):
     assert resumed.ran + resumed.skipped == 80 and resumed.skipped >= 5
 
 
+@pytest.mark.slow
 def test_an_interrupt_swallowed_by_a_gc_callback_still_ends_the_sweep(tmp_path):
     """Ctrl-C that lands in a gc callback (Dask installs one) is printed by Python as
     "Exception ignored" and lost; the command raises it again, and ends in one line."""
@@ -147,6 +152,7 @@ COUNTING_POOLS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("left, pools", [(0, ""), (1, "pool of 1\n")])
 def test_a_sweep_with_little_or_nothing_to_do_starts_no_idle_worker_and_ends_cleanly(left, pools, tmp_path):
     """``-j 2`` with one cell left to run starts one worker; with none left, no pool at all
@@ -163,6 +169,7 @@ def test_a_sweep_with_little_or_nothing_to_do_starts_no_idle_worker_and_ends_cle
     assert head.startswith(f"4 cells: {left} run now") and f"{4 - left} found done" in head, head
 
 
+@pytest.mark.slow
 def test_a_stopped_pool_keeps_its_threads_invalid_state_errors_quiet(monkeypatch):
     """On Python < 3.12 a stopped pool's manager thread may fail a cancelled future after
     ``stop`` has returned; that InvalidStateError stays off stderr, others do not."""
@@ -178,6 +185,7 @@ def test_a_stopped_pool_keeps_its_threads_invalid_state_errors_quiet(monkeypatch
     assert shown == ["ours", "real"]
 
 
+@pytest.mark.slow
 def test_process_pool_workers_are_born_deaf_to_ctrl_c():
     """Blocked from their first instruction (inherited through the forkserver), not only
     ignored once the pool's initialiser has run. A fresh interpreter: a forkserver started
@@ -198,6 +206,7 @@ def _worker_state():
     return os.getpid(), signal.pthread_sigmask(signal.SIG_BLOCK, [])
 
 
+@pytest.mark.slow
 def test_local_dask_workers_never_see_ctrl_c(capfd):
     """The Ctrl-C a terminal sends to the process group reaches the Dask workers blocked: no
     KeyboardInterrupt or CancelledError traceback, no restarted worker; the parent stops them."""
@@ -211,6 +220,7 @@ def test_local_dask_workers_never_see_ctrl_c(capfd):
     assert "KeyboardInterrupt" not in err and "CancelledError" not in err and "Traceback" not in err, err
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_dask_sweep_is_one_line(tmp_path):
     pytest.importorskip("distributed")
     spec = {"monte_carlo": {"patterns": ["P2", "case4"], "n_clients": 5, "rounds": 20, "reps": 5,

@@ -693,6 +693,7 @@ def test_check_result_and_theorem_show_themselves(quad):
 SMALL = ["-N", "6", "-T", "30", "-K", "1", "--seeds", "2", "--no-progress"]
 
 
+@pytest.mark.slow
 def test_cli_check_theorem(tmp_path, capsys):
     """fedverify check --theorem momentum.theorem_4_6: every covered algorithm on P1."""
     assert main(["check", "--theorem", "momentum.theorem_4_6", *SMALL, "-o", str(tmp_path)]) == 0
@@ -705,6 +706,7 @@ def test_cli_check_theorem(tmp_path, capsys):
     assert "momentum.theorem_4_6: measured Ḡ" in out
 
 
+@pytest.mark.slow
 def test_cli_check_paper(tmp_path, capsys):
     """--paper logit: one table per theorem of the paper."""
     assert main(["check", "--paper", "logit", "--set", "surrogate=last", *SMALL, "-T", "20",
@@ -717,6 +719,7 @@ def test_cli_check_paper(tmp_path, capsys):
     assert {r["theorem"] for r in summary["rows"]} == {"logit.inequality_23", "logit.theorem_1", "logit.theorem_2"}
 
 
+@pytest.mark.slow
 def test_cli_stages_reach_the_momentum_schedule(tmp_path, capsys):
     """--set stages=2,1,0.5: the constant-and-drop schedule of Server momentum Sec. 4.1."""
     assert main(["check", "--theorem", "momentum.theorem_4_6", "--algorithms", "fedgm", "--set", "stages=2,1,0.5",
@@ -748,6 +751,7 @@ def test_corollary_g1_needs_m_arrivals_every_round(quad):
         check("fedgm-autonomous", quad, Bernoulli(0.5, N), "momentum.corollary_g1", seeds=2, rounds=20)
 
 
+@pytest.mark.slow
 def test_a_registered_theorem_is_found_by_name_on_the_command_line(tmp_path, capsys):
     """verify.theorems.register: a plugin file registers a user's theorem; `check --theorem NAME
     --plugin FILE` then checks it like the papers' (here a made-up bound FedAvg breaks)."""

@@ -94,6 +94,7 @@ def _command(kind: str, tmp_path) -> list[str]:
             "--no-progress"]
 
 
+@pytest.mark.slow
 @linux_forkserver
 @pytest.mark.parametrize("kind", ["mc", "sweep"])
 def test_workers_die_with_a_killed_parent(kind, tmp_path):
@@ -122,6 +123,7 @@ def _worker_pid() -> int:
     return os.getpid()
 
 
+@pytest.mark.slow
 def test_a_local_pool_starts_its_workers_when_told_how_much_work_there_is():
     pool = LocalPool(4)
     try:
@@ -133,6 +135,7 @@ def test_a_local_pool_starts_its_workers_when_told_how_much_work_there_is():
         pool.shutdown()
 
 
+@pytest.mark.slow
 def test_a_local_pool_with_no_work_starts_nothing_until_work_comes():
     pool = LocalPool(4)
     try:
