@@ -15,14 +15,22 @@ the experiments (App. H.1, "How asynchrony and heterogeneous local epochs are im
 τ_{t,i} uniform on {0, …, min(D−1, t)} (a model picked among
 the last D global models, the current one included) and K_{t,i} = E_{t,i}·K with E_{t,i}
 uniform on {1, …, E} epochs of K steps (the paper's epochs have ⌈N_i/B⌉ steps; here every
-client's epoch is ``local_steps`` steps). Both are drawn for all N clients at once from the
-round's generator with the reserved key ``ARRIVAL_KEY`` (the active rows are kept), so runs
-are reproducible and a client's draw does not depend on who else arrives.
+client's epoch is ``local_steps`` steps). Both come from the round's noise under the reserved
+step key ``ARRIVAL_KEY``: two uniforms (u_1, u_2) ∈ [0, 1)² per arrived client (entries 0 and 1
+of ``r.draws(ARRIVAL_KEY).uniform(2)``, float64), mapped to integers as
+
+    τ_{t,i} = ⌊u_1 · min(D, t + 1)⌋,    E_{t,i} = 1 + ⌊u_2 · E⌋
+
+(u ≤ 1 − 2⁻⁵³, so ⌊u·n⌋ ≤ n − 1). A client's draw depends on (seed, t, i) only, so runs are
+reproducible and it does not depend on who else arrives or on the runs batched beside it.
 
 With D = 1, E = 1 (τ = 0, K_{t,i} = K) this is synchronous FedGM with η replaced by η/K
 (Sec. 5.1: "recovers Algorithm 3" up to the normalisation). Rounds with S_t = ∅ change
 nothing; τ counts server steps (models before x_0 are x_0). Communication: one (stale) x
 down and Δ^i up per arriving client.
+
+Batched over runs like ``algorithms.fedgm``: the local steps of all arrived rows of all runs
+run together, masked after each row's K_{t,i} steps.
 """
 from __future__ import annotations
 
@@ -30,34 +38,37 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Generators, step_count
+from .base import Round, step_count
 from .fedgm import FedGM
+from .noise import Draws
 
 __all__ = ["AutonomousFedGM", "AutonomousState", "ARRIVAL_KEY", "draw_arrivals", "ALGORITHMS"]
 
-#: The generator key of the delay/step draws (local step k uses key k < ARRIVAL_KEY).
-ARRIVAL_KEY = 2**32
+#: The noise step key of the delay/step draws (local step k uses key k < ARRIVAL_KEY).
+ARRIVAL_KEY = 2**31 - 1
 
 
-def draw_arrivals(generator: torch.Generator, n_clients: int, t: int, max_delay: int, max_epochs: int,
-                  device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(τ, E) for all N clients: τ_i ~ U{0..min(D−1, t)}, then E_i ~ U{1..E} (long tensors)."""
-    tau = torch.randint(0, min(max_delay, t + 1), (n_clients,), generator=generator, device=device)
-    epochs = torch.randint(1, max_epochs + 1, (n_clients,), generator=generator, device=device)
+def draw_arrivals(draws: Draws, t: int, max_delay: int, max_epochs: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(τ, E) of the rows of ``draws`` (long tensors): from uniforms (u_1, u_2) per row,
+    τ = ⌊u_1 · min(D, t + 1)⌋ ~ U{0..min(D−1, t)} and E = 1 + ⌊u_2 · E⌋ ~ U{1..E}."""
+    u = draws.uniform(2, torch.float64)
+    tau = (u[:, 0] * min(max_delay, t + 1)).floor().long()
+    epochs = (u[:, 1] * max_epochs).floor().long() + 1
     return tau, epochs
 
 
 @dataclass(frozen=True, eq=False)
 class AutonomousState:
-    """FedGM's ``x``, ``d``, ``delta`` plus ``models`` (D, d), row j = the model j server steps
-    old, and the last round's arrivals: ``active`` S_t, ``delays`` τ_{t,i} and ``steps``
-    K_{t,i} (long, aligned with ``active``; empty after a round without arrivals)."""
+    """Per run (batch axis first): FedGM's ``x``, ``d``, ``delta`` (B, d) plus ``models``
+    (B, D, d), entry j the model j server steps old, and the last round's arrivals as (B, N)
+    tables: ``arrived`` S_t (bool), ``delays`` τ_{t,i} and ``steps`` K_{t,i} (long, 0 for the
+    clients not in S_t)."""
 
     x: torch.Tensor
     d: torch.Tensor
     delta: torch.Tensor
     models: torch.Tensor
-    active: torch.Tensor
+    arrived: torch.Tensor
     delays: torch.Tensor
     steps: torch.Tensor
 
@@ -66,7 +77,7 @@ class AutonomousState:
 class AutonomousFedGM(FedGM):
     """Autonomous FedGM: FedGM's ``eta_l``, ``eta_g``, ``beta``, ``nu``, ``schedule``, plus
     ``max_delay`` D ≥ 1 (default 5, Fig. 1(c,d); 10 for Fig. 9), ``max_epochs`` E ≥ 1
-    (default 6) and ``local_steps`` K, the steps of one epoch."""
+    (default 6) and ``local_steps`` K, the steps of one epoch (E·K < ``ARRIVAL_KEY``)."""
 
     max_delay: int = 5
     max_epochs: int = 6
@@ -77,36 +88,47 @@ class AutonomousFedGM(FedGM):
         super().__post_init__()
         object.__setattr__(self, "max_delay", step_count(self.max_delay, "max_delay"))
         object.__setattr__(self, "max_epochs", step_count(self.max_epochs, "max_epochs"))
+        if self.max_epochs * self.local_steps >= ARRIVAL_KEY:
+            raise ValueError(f"max_epochs·local_steps must stay below {ARRIVAL_KEY} (the arrivals' noise key), "
+                             f"got {self.max_epochs}·{self.local_steps}")
 
     def init(self, problem, x0: torch.Tensor) -> AutonomousState:
-        zeros = x0.new_zeros(problem.dim)
-        none = torch.zeros(0, dtype=torch.long, device=x0.device)
-        return AutonomousState(x=x0, d=zeros, delta=zeros, models=x0.expand(self.max_delay, -1).clone(),
-                               active=none, delays=none, steps=none)
+        b, n = x0.shape[0], problem.n_clients
+        zeros = x0.new_zeros(x0.shape)
+        none = torch.zeros((b, n), dtype=torch.long, device=x0.device)
+        return AutonomousState(x=x0, d=zeros, delta=zeros, models=x0[:, None, :].expand(-1, self.max_delay, -1).clone(),
+                               arrived=none.bool(), delays=none, steps=none)
 
-    def round(self, state: AutonomousState, problem, active, t: int, generators: Generators) -> AutonomousState:
-        if not active.numel():
-            none = active.new_zeros(0)
-            return AutonomousState(x=state.x, d=state.d, delta=state.delta, models=state.models, active=active,
+    def round(self, state: AutonomousState, problem, r: Round) -> AutonomousState:
+        """Per run: Δ_t = (1/|S_t|) Σ_{i∈S_t} (x_{t−τ_{t,i}} − x^i_{K_{t,i}}) / K_{t,i}, then
+        FedGM's server step of round t's stage (Algorithm 4); runs with S_t = ∅ keep x, d, Δ
+        and the models."""
+        none = torch.zeros_like(state.steps)
+        if not r.m:
+            return AutonomousState(x=state.x, d=state.d, delta=state.delta, models=state.models, arrived=r.mask,
                                    delays=none, steps=none)
-        tau, epochs = draw_arrivals(generators(ARRIVAL_KEY), problem.n_clients, t, self.max_delay,
-                                    self.max_epochs, state.x.device)
-        tau, steps = tau[active], epochs[active] * self.local_steps
-        start = state.models[tau]                                  # x_{t−τ_{t,i}}, (m, d)
+        tau, epochs = draw_arrivals(r.draws(ARRIVAL_KEY), r.t, self.max_delay, self.max_epochs)
+        steps = epochs * self.local_steps
+        eta = r.rows(r.eta_l)
+        start = state.models[r.run, tau]                           # x_{t−τ_{t,i}}, (M, d)
         X = start
         for k in range(int(steps.max())):                          # masked: row i stops after K_{t,i}
-            G = problem.stochastic_grads(X, active, generators(k))
-            X = torch.where((k < steps).unsqueeze(1), X - self.eta_l * G, X)
-        delta = ((start - X) / steps.unsqueeze(1).to(X.dtype)).mean(dim=0)
-        new = self._server(state, delta, t)
-        models = torch.cat([new.x.unsqueeze(0), state.models[:-1]])
-        return AutonomousState(x=new.x, d=new.d, delta=delta, models=models, active=active, delays=tau,
-                               steps=steps)
+            G = problem.stochastic_grads(X, r.client, r.draws(k))
+            X = torch.where((k < steps).unsqueeze(1), X - eta * G, X)
+        delta = r.mean((start - X) / steps.unsqueeze(1).to(X.dtype))
+        x, d = self._step(state.x, state.d, delta, r)
+        models = torch.cat([x.unsqueeze(1), state.models[:, :-1]], dim=1)
+        return AutonomousState(x=r.where_active(x, state.x), d=r.where_active(d, state.d),
+                               delta=r.where_active(delta, state.delta), models=r.where_active(models, state.models),
+                               arrived=r.mask, delays=r.put(none, tau), steps=r.put(none, steps))
 
-    def observe(self, before, after: AutonomousState, problem, active, t: int) -> dict:
-        """The arrivals of round t: ``local_steps`` K_{t,i} and ``delays`` τ_{t,i} (one entry per
-        arrived client), what Server momentum Thm 5.1 and Cor G.1 take as φ_1, φ_2, φ_3, K_max and τ."""
-        return {"local_steps": after.steps, "delays": after.delays}
+    def observe(self, before, after: AutonomousState, problem, r: Round) -> dict:
+        """The arrivals of round t: ``local_steps`` K_{t,i} and ``delays`` τ_{t,i}, per run an
+        array with one entry per arrived client (in client order), what Server momentum Thm 5.1
+        and Cor G.1 take as φ_1, φ_2, φ_3, K_max and τ."""
+        counts = r.count.long().tolist()
+        return {"local_steps": list(r.take(after.steps).cpu().split(counts)),
+                "delays": list(r.take(after.delays).cpu().split(counts))}
 
 
 ALGORITHMS = (AutonomousFedGM,)

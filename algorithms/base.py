@@ -1,25 +1,32 @@
-"""What every algorithm is: a pure state machine over flat tensors.
+"""What every algorithm is: a pure state machine over flat tensors, batched over runs.
 
-``init(problem, x0) -> state`` and ``round(state, problem, active, t, generators) -> state``.
-``active`` is a sorted long tensor of the ids in S_t (possibly empty), ``t`` the round index
-and ``generators(k)`` the torch.Generator of local step / mini-batch k of round t (the engine
-derives it from (seed, t, k), so noise never depends on the algorithm). Per-client state is
-an (N, d) tensor; a round works on the (m, d) block of the m active clients with one batched
-``problem.stochastic_grads`` call per local step. ``round`` never writes into its input state.
+``init(problem, x0) -> state`` with x0 of shape (B, d) for a batch of B runs, and
+``round(state, problem, r) -> state`` with ``r`` the :class:`~algorithms.rounds.Round` of round
+t: the active rows (run, client) of all runs, each run's step sizes ``r.eta_l``, ``r.eta_g``
+(B, 1) and ``r.draws(k)``, the noise of local step / mini-batch k (keyed by (seed, t, k,
+client), so noise never depends on the algorithm or on the batch). Every tensor field of a
+state has the batch axis first: the model (B, d), a per-client table (B, N, d). A round works
+on the (M, d) block of the active rows with one batched ``problem.stochastic_grads`` call per
+local step, and never writes into its input state.
+
+In a batch the runs share every hyper-parameter but the step sizes, so ``round`` reads the
+step sizes from ``r`` only; the engine hands it the algorithm with NaN in ``eta_l`` and
+``eta_g``, so that a step size read from ``self`` shows at once as a NaN run.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-Generators = Callable[[int], torch.Generator]
+from .rounds import Round
 
-__all__ = ["Algorithm", "Generators", "positive_rate", "step_count", "replace_rows", "local_sgd"]
+__all__ = ["Algorithm", "Round", "positive_rate", "step_count", "local_sgd", "template"]
 
 
 def positive_rate(value, name: str) -> float:
@@ -34,23 +41,19 @@ def step_count(value, name: str) -> int:
     return int(value)
 
 
-def replace_rows(table: torch.Tensor, rows: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """A copy of ``table`` with ``table[rows] = values`` (out of place)."""
-    return table.index_copy(0, rows, values)
+def local_sgd(x: torch.Tensor, problem, r: Round, eta_l: torch.Tensor, local_steps: int,
+              correction: torch.Tensor | float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """K steps X ← X − η_l (g(X) + correction) for all active rows at once, from X = x (M, d).
 
-
-def local_sgd(x: torch.Tensor, problem, active: torch.Tensor, eta_l: float, local_steps: int,
-              generators: Generators, correction: torch.Tensor | float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """K steps X ← X − η_l (g(X) + correction) for all active clients at once, from X = x.
-
-    Returns the final local models (m, d) and the mean stochastic gradient (1/K) Σ_k g (m, d).
+    ``eta_l``: (M, 1) per-row step sizes (e.g. ``r.rows(r.eta_l)``). Returns the final local
+    models (M, d) and the mean stochastic gradient (1/K) Σ_k g (M, d).
     """
-    X = x.expand(active.numel(), -1)
-    total = torch.zeros_like(X)
+    X, total = x, None
+    corrected = not (isinstance(correction, float) and correction == 0.0)
     for k in range(local_steps):
-        G = problem.stochastic_grads(X, active, generators(k))
-        total = total + G
-        X = X - eta_l * (G + correction)
+        G = problem.stochastic_grads(X, r.client, r.draws(k))
+        total = G if total is None else total + G
+        X = X - eta_l * (G + correction if corrected else G)
     return X, total / local_steps
 
 
@@ -81,16 +84,16 @@ class Algorithm(ABC):
 
     @abstractmethod
     def init(self, problem, x0: torch.Tensor):
-        """The state before round 0."""
+        """The state before round 0 of B runs starting at the rows of ``x0`` (B, d)."""
 
     @abstractmethod
-    def round(self, state, problem, active: torch.Tensor, t: int, generators: Generators):
-        """The state after round t."""
+    def round(self, state, problem, r: Round):
+        """The state after round ``r.t``."""
 
-    def observe(self, before, after, problem, active: torch.Tensor, t: int) -> dict:
-        """What round t (from state ``before`` to ``after``) reports for the theorems that need
-        more than the iterates: name → number or array (``run(..., observe=True)`` stacks them
-        over rounds). None by default."""
+    def observe(self, before, after, problem, r: Round) -> dict:
+        """What round ``r.t`` (from state ``before`` to ``after``) reports for the theorems that
+        need more than the iterates: name → a (B, ...) tensor, or a list of B per-run arrays when
+        their shapes differ (``run(..., observe=True)`` stacks them over rounds). None by default."""
         return {}
 
     def communication(self, dim: int, n_active: int) -> tuple[int, int]:
@@ -100,3 +103,13 @@ class Algorithm(ABC):
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.hparams.items())
         return f"{type(self).__name__}({args})"
+
+
+def template(algorithm: Algorithm) -> Algorithm:
+    """A copy of ``algorithm`` with NaN step sizes: what the engine's rounds receive, so that a
+    step size read from the algorithm instead of the round poisons the run."""
+    copy = dataclasses.replace(algorithm)
+    object.__setattr__(copy, "eta_l", math.nan)
+    object.__setattr__(copy, "eta_g", math.nan)
+    return copy
+

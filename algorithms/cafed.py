@@ -2,7 +2,8 @@
 and Correlated Client Availability", IEEE/ACM ToN 2023) and its "Unbiased" baseline, in the
 paper's notation (α, q, π, λ, E = ``local_steps``).
 
-Round t (Algorithm 1), A_t = ``active``:
+Round t (Algorithm 1) of every run of a batch at once, A_t = the run's active clients
+(``r.mask``):
 
 1. Availability counts (Algorithm 1, line 4): c_k += 1{k ∈ A_t}; the transition N_ij of
    every client from its state in round t−1 to round t (from the second round on). With a
@@ -34,8 +35,11 @@ Round t (Algorithm 1), A_t = ``active``:
        w_{t+1,0} = w_{t,0} + η̄ Σ q_k Δ_k / Σ_{k∈A_t, q_k>0} q_k    (``normalise=True``, AdaFed's rule)
 
    q is not normalised (as in the Unbiased baseline, §V-A; E[Σ_{A_t} α_k/π_k] = Σ α_k = 1).
-   W = R^d, so no projection; η_t = ``eta_l`` and η̄ = ``eta_g`` are constant, as in the
-   experiments.
+   W = R^d, so no projection; η_t = ``eta_l`` and η̄ = ``eta_g`` (per run, the round's
+   ``r.eta_l``, ``r.eta_g``) are constant, as in the experiments.
+
+Everything is vectorised over the runs and clients of a batch except the greedy search of
+step 3, which ``CAFed._weights`` solves run by run.
 
 Unbiased (§V-A, "Benchmarks"): every active client with q_k = α_k/π_k (π̂ or the oracle's π),
 same server step; no reports. Communication: w down to every active client; Δ_k up from the
@@ -44,6 +48,7 @@ bound: an excluded client sends only its scalar report, App. H1).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
@@ -54,7 +59,7 @@ import torch
 from bounds.cafed import greedy_weights
 from participation import markov
 
-from .base import Algorithm, Generators, local_sgd
+from .base import Algorithm, Round, local_sgd
 
 __all__ = ["CAFed", "CAFedUnbiased", "CAFedState", "ALGORITHMS"]
 
@@ -64,10 +69,11 @@ SIMPLEX_TOL = 1e-9
 
 @dataclass(frozen=True, eq=False)
 class CAFedState:
-    """After round t: ``x`` = w_{t+1,0}; availability counts ``available`` c (N,) and
-    ``transitions`` N_ij (N, 2, 2) (long); ``previous`` (N,) bool, A_t as a mask;
-    ``rounds`` T seen; ``report`` F̂ (N,) (nan before the first report); ``weights`` q^(t)
-    (N,) and ``kept`` = {k ∈ A_t : q_k > 0}, the clients aggregated in round t."""
+    """After round t, per run (batch axis first): ``x`` = w_{t+1,0} (B, d); availability counts
+    ``available`` c (B, N) and ``transitions`` N_ij (B, N, 2, 2) (long); ``previous`` (B, N)
+    bool, A_t as a mask; ``rounds`` T seen (an int, shared by the runs of a batch); ``report``
+    F̂ (B, N) (nan before the first report); ``weights`` q^(t) (B, N) and ``kept`` (B, N) bool,
+    the mask of {k ∈ A_t : q_k > 0}, the clients aggregated in round t."""
 
     x: torch.Tensor
     available: torch.Tensor
@@ -156,80 +162,94 @@ class CAFedUnbiased(Algorithm):
         for name, v in (("alpha", self.alpha), ("oracle pi", self.oracle and self.oracle[0])):
             if v is not None and len(v) != n:
                 raise ValueError(f"{name} has {len(v)} entries but the problem has {n} clients")
-        long = dict(dtype=torch.long, device=x0.device)
-        return CAFedState(x=x0, available=torch.zeros(n, **long), transitions=torch.zeros((n, 2, 2), **long),
-                          previous=torch.zeros(n, dtype=torch.bool, device=x0.device), rounds=0,
-                          report=x0.new_full((n,), math.nan), weights=x0.new_zeros(n),
-                          kept=torch.zeros(0, **long))
+        b, dev = x0.shape[0], x0.device
+        long = dict(dtype=torch.long, device=dev)
+        return CAFedState(x=x0, available=torch.zeros((b, n), **long), transitions=torch.zeros((b, n, 2, 2), **long),
+                          previous=torch.zeros((b, n), dtype=torch.bool, device=dev), rounds=0,
+                          report=x0.new_full((b, n), math.nan), weights=x0.new_zeros((b, n)),
+                          kept=torch.zeros((b, n), dtype=torch.bool, device=dev))
 
     def target(self, n: int) -> np.ndarray:
         """α (float64, (n,))."""
         return np.full(n, 1.0 / n) if self.alpha is None else np.array(self.alpha)
 
     def estimates(self, state: CAFedState) -> tuple[np.ndarray, np.ndarray]:
-        """Online (π̂, λ̂) (float64) from the counts in ``state`` (see the module docstring)."""
+        """Online (π̂, λ̂) (float64, the shape of ``state.available``: (B, N), or (N,) for one
+        run's state) from the counts in ``state`` (see the module docstring)."""
         a = self.prior
         c = state.available.cpu().numpy()
         N = state.transitions.cpu().numpy()
         pi = (c + a) / (state.rounds + 2.0 * a)
-        n0, n1 = N[:, 0, 0] + N[:, 0, 1], N[:, 1, 0] + N[:, 1, 1]
-        p00 = (N[:, 0, 0] + a) / (n0 + 2.0 * a)
-        p11 = (N[:, 1, 1] + a) / (n1 + 2.0 * a)
+        n0, n1 = N[..., 0, 0] + N[..., 0, 1], N[..., 1, 0] + N[..., 1, 1]
+        p00 = (N[..., 0, 0] + a) / (n0 + 2.0 * a)
+        p11 = (N[..., 1, 1] + a) / (n1 + 2.0 * a)
         return pi, p00 + p11 - 1.0
 
     def availability(self, state: CAFedState) -> tuple[np.ndarray, np.ndarray]:
-        """The (π, λ) the weights use: the oracle's, else the estimates with λ̂ raised to
-        the admissible bound of (236) at π̂ (0 < π̂ < 1 and −1 < λ̂ < 1 since a > 0)."""
+        """The (π, λ) the weights use, shaped as ``state.available``: the oracle's, else the
+        estimates with λ̂ raised to the admissible bound of (236) at π̂ (0 < π̂ < 1 and
+        −1 < λ̂ < 1 since a > 0)."""
         if self.oracle is not None:
-            return np.array(self.oracle[0]), np.array(self.oracle[1])
+            shape = tuple(state.available.shape)
+            return np.broadcast_to(np.array(self.oracle[0]), shape), np.broadcast_to(np.array(self.oracle[1]), shape)
         pi, lam = self.estimates(state)
         return pi, np.maximum(lam, markov.lambda_lower_bound(pi))
 
-    def _observe(self, state: CAFedState, active: torch.Tensor) -> dict:
+    def _observe(self, state: CAFedState, r: Round) -> dict:
         """Counts after observing A_t (Algorithm 1, line 4): c += 1_{A_t}; N[prev, now] += 1 from round 1."""
-        now = torch.zeros_like(state.previous).index_fill(0, active, True)
+        now = r.mask
         transitions = state.transitions
         if state.rounds:
             cell = torch.nn.functional.one_hot(state.previous.long() * 2 + now.long(), 4)
-            transitions = transitions + cell.view(-1, 2, 2)
+            transitions = transitions + cell.view(*now.shape, 2, 2)
         return dict(available=state.available + now.long(), transitions=transitions, previous=now,
                     rounds=state.rounds + 1)
 
     # -- round -------------------------------------------------------------------------
-    def _weights(self, seen: CAFedState) -> np.ndarray:
-        """q^(t) (N,) from the counts and reports of round t: α/π."""
+    def _weights(self, seen: CAFedState, active: np.ndarray) -> np.ndarray:
+        """q^(t) (B, N) float64 from the counts and reports of round t: α/π. ``active`` (B,)
+        bool: the runs with a client in round t (the rows of the others are not used)."""
         pi, _ = self.availability(seen)
-        return self.target(pi.size) / pi
+        return self.target(pi.shape[-1]) / pi
 
-    def _report(self, state: CAFedState, problem, active, generators) -> torch.Tensor:
+    def _report(self, state: CAFedState, problem, r: Round) -> torch.Tensor:
         """Unbiased asks for no reports."""
         return state.report
 
-    def round(self, state: CAFedState, problem, active, t: int, generators: Generators) -> CAFedState:
-        counts = self._observe(state, active)
-        if not active.numel():
-            return CAFedState(x=state.x, report=state.report, weights=state.weights, kept=active, **counts)
-        report = self._report(state, problem, active, generators)
-        seen = CAFedState(x=state.x, report=report, weights=state.weights, kept=active, **counts)
-        q = torch.as_tensor(self._weights(seen), dtype=state.x.dtype, device=state.x.device)
-        kept = active[q[active] > 0]
+    def round(self, state: CAFedState, problem, r: Round) -> CAFedState:
+        counts = self._observe(state, r)
+        if not r.m:
+            return CAFedState(x=state.x, report=state.report, weights=state.weights, kept=r.mask, **counts)
+        report = self._report(state, problem, r)
+        seen = CAFedState(x=state.x, report=report, weights=state.weights, kept=r.mask, **counts)
+        fresh = torch.as_tensor(self._weights(seen, r.active.cpu().numpy()), dtype=state.x.dtype, device=state.x.device)
+        q = r.where_active(fresh, state.weights)
+        sub = _rows_kept(r, r.take(q) > 0)
         x = state.x
-        if kept.numel():
-            X, _ = local_sgd(x, problem, kept, self.eta_l, self.local_steps, generators)
-            qk = q[kept]
-            step = (qk[:, None] * (X - x)).sum(dim=0)      # Σ q_k Δ_k
+        if sub.m:
+            start = sub.rows(x)
+            X, _ = local_sgd(start, problem, sub, sub.rows(r.eta_l), self.local_steps)
+            qk = sub.take(q)
+            step = sub.sum(qk[:, None] * (X - start))      # Σ q_k Δ_k
             if self.normalise:
-                step = step / qk.sum()
-            x = x + self.eta_g * step
-        return CAFedState(x=x, report=report, weights=q, kept=kept, **counts)
+                step = step / sub.sum(qk)[:, None]
+            x = sub.where_active(x + r.eta_g * step, x)   # no step for a run that kept no client
+        return CAFedState(x=x, report=report, weights=q, kept=sub.mask, **counts)
 
-    def observe(self, before, after: CAFedState, problem, active, t: int) -> dict:
-        """``weights``: the aggregation weights q^(t) (N,) of round t, scaled by η̄ (the analysis
-        has server rate 1 and absorbs η̄ into q, CA-Fed App. B); NaN in a round without an
+    def observe(self, before, after: CAFedState, problem, r: Round) -> dict:
+        """``weights``: the aggregation weights q^(t) (B, N) of round t, scaled by η̄ (the analysis
+        has server rate 1 and absorbs η̄ into q, CA-Fed App. B); NaN in a run's round without an
         available client (no weights are used)."""
-        if not active.numel():
-            return {"weights": torch.full_like(after.weights, math.nan)}
-        return {"weights": self.eta_g * after.weights}
+        nan = torch.full_like(after.weights, math.nan)
+        return {"weights": torch.where(r.active[:, None], r.eta_g * after.weights, nan)}
+
+
+def _rows_kept(r: Round, keep: torch.Tensor) -> Round:
+    """The round restricted to its active rows where ``keep`` (M,) holds (the aggregated
+    clients); ``r`` itself when every row is kept."""
+    if bool(keep.all()):
+        return r
+    return dataclasses.replace(r, run=r.run[keep], client=r.client[keep], count=r.sum(keep.to(r.count.dtype)))
 
 
 @dataclass(frozen=True, repr=False)
@@ -264,21 +284,27 @@ class CAFed(CAFedUnbiased):
     def communication(self, dim: int, n_active: int) -> tuple[int, int]:
         return dim * n_active, (dim + 1) * n_active
 
-    def _report(self, state: CAFedState, problem, active, generators) -> torch.Tensor:
-        """F̂ after (17) with s_k = ½‖g_k(w_{t,0}; B^k_{t,0})‖² from every active client."""
-        G = problem.stochastic_grads(state.x.expand(active.numel(), -1), active, generators(0))
+    def _report(self, state: CAFedState, problem, r: Round) -> torch.Tensor:
+        """F̂ (B, N) after (17) with s_k = ½‖g_k(w_{t,0}; B^k_{t,0})‖² from every active client
+        (the noise of local step 0, ``r.draws(0)``)."""
+        G = problem.stochastic_grads(r.rows(state.x), r.client, r.draws(0))
         s = 0.5 * G.square().sum(dim=1)
         report = state.report
-        if torch.isnan(report).all():                  # first reports: unseen clients start at their mean
-            report = torch.full_like(report, float(s.mean()))
-        old = report[active]
-        return report.index_copy(0, active, (1 - self.beta) * old + self.beta * s)
+        first = torch.isnan(report).all(dim=1) & r.active     # first reports: unseen clients start at their mean
+        report = torch.where(first[:, None], r.mean(s)[:, None], report)
+        return r.put(report, (1 - self.beta) * r.take(report) + self.beta * s)
 
-    def _weights(self, seen: CAFedState) -> np.ndarray:
-        """q^(t) = greedy_weights(α, π, λ, gap = F̂) (Algorithm 1, lines 5–7; Γ̂' = max_k F̂_k, (19))."""
+    def _weights(self, seen: CAFedState, active: np.ndarray) -> np.ndarray:
+        """q^(t) = greedy_weights(α, π, λ, gap = F̂) (Algorithm 1, lines 5–7; Γ̂' = max_k F̂_k, (19))
+        for each run in ``active`` (NaN rows for the others). The greedy accept-or-revert search
+        is sequential numpy code, so it is solved run by run: the one loop over runs of a round."""
         pi, lam = self.availability(seen)
-        return greedy_weights(self.target(pi.size), pi, lam, seen.report.cpu().numpy().astype(np.float64),
-                              kappa2_bar=self.kappa2_bar, tau=self.tau)
+        gap = seen.report.cpu().numpy().astype(np.float64)
+        alpha = self.target(pi.shape[-1])
+        q = np.full(pi.shape, math.nan)
+        for b in np.flatnonzero(active):
+            q[b] = greedy_weights(alpha, pi[b], lam[b], gap[b], kappa2_bar=self.kappa2_bar, tau=self.tau)
+        return q
 
 
 ALGORITHMS = (CAFed, CAFedUnbiased)

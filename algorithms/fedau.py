@@ -25,15 +25,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .base import Algorithm, Generators, local_sgd, step_count
+from .base import Algorithm, Round, local_sgd, step_count
 
 __all__ = ["FedAU", "FedAUState", "ALGORITHMS"]
 
 
 @dataclass(frozen=True, eq=False)
 class FedAUState:
-    """``x`` global model; per client (N,): ``count`` S_i, ``total`` sum and ``recorded``
-    number of recorded intervals (long)."""
+    """Per run (batch axis first): ``x`` global model (B, d); per client (B, N): ``count`` S_i,
+    ``total`` sum and ``recorded`` number of recorded intervals (long)."""
 
     x: torch.Tensor
     count: torch.Tensor
@@ -72,26 +72,28 @@ class FedAU(Algorithm):
         if self.known_probabilities is not None and len(self.known_probabilities) != n:
             raise ValueError(f"known_probabilities has {len(self.known_probabilities)} entries "
                              f"but the problem has {n} clients")
-        zeros = torch.zeros(n, dtype=torch.long, device=x0.device)
+        zeros = torch.zeros((x0.shape[0], n), dtype=torch.long, device=x0.device)
         return FedAUState(x=x0, count=zeros, total=zeros, recorded=zeros)
 
     def weights(self, state: FedAUState) -> torch.Tensor:
-        """ω_i of every client for the next round (N,), in the model's dtype."""
+        """ω_i of every client for the next round, (B, N) (or (N,) for one run's state), in the
+        model's dtype."""
         dtype = state.x.dtype
         if self.known_probabilities is not None:
-            return 1 / torch.tensor(self.known_probabilities, dtype=dtype, device=state.x.device)
+            p = torch.tensor(self.known_probabilities, dtype=dtype, device=state.x.device)
+            return (1 / p).expand(state.count.shape)
         mean = state.total.to(dtype) / state.recorded.clamp(min=1).to(dtype)
         return torch.where(state.recorded > 0, mean, torch.ones_like(mean))
 
-    def round(self, state: FedAUState, problem, active, t: int, generators: Generators) -> FedAUState:
+    def round(self, state: FedAUState, problem, r: Round) -> FedAUState:
         x = state.x
-        if active.numel():
-            omega = self.weights(state)[active].unsqueeze(1)
-            X, _ = local_sgd(x, problem, active, self.eta_l, self.local_steps, generators)
-            x = x - self.eta_g * (1 / problem.n_clients) * (omega * (x - X)).sum(dim=0)
-        present = torch.zeros_like(state.count, dtype=torch.bool).index_fill(0, active, True)
+        if r.m:
+            omega = r.take(self.weights(state)).unsqueeze(1)
+            start = r.rows(x)
+            X, _ = local_sgd(start, problem, r, r.rows(r.eta_l), self.local_steps)
+            x = r.where_active(x - r.eta_g * (1 / problem.n_clients) * r.sum(omega * (start - X)), x)
         count = state.count + 1
-        record = present | (count >= self.cutoff)
+        record = r.mask | (count >= self.cutoff)
         zero = torch.zeros_like(count)
         return FedAUState(x=x, count=torch.where(record, zero, count),
                           total=state.total + torch.where(record, count, zero),

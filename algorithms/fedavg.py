@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Generators, local_sgd
+from .base import Algorithm, Round, local_sgd
 
 __all__ = ["FedAvg", "FedAvgState"]
 
@@ -24,7 +24,7 @@ AGGREGATES = ("active", "all")
 
 @dataclass(frozen=True, eq=False)
 class FedAvgState:
-    """``x``: the global model after the last round."""
+    """``x``: the global models (B, d) after the last round."""
 
     x: torch.Tensor
 
@@ -45,10 +45,11 @@ class FedAvg(Algorithm):
     def init(self, problem, x0: torch.Tensor) -> FedAvgState:
         return FedAvgState(x=x0)
 
-    def round(self, state: FedAvgState, problem, active, t: int, generators: Generators) -> FedAvgState:
-        m = active.numel()
-        if not m:
+    def round(self, state: FedAvgState, problem, r: Round) -> FedAvgState:
+        if not r.m:
             return state
-        X, _ = local_sgd(state.x, problem, active, self.eta_l, self.local_steps, generators)
-        weight = 1 / m if self.aggregate == "active" else 1 / problem.n_clients
-        return FedAvgState(x=state.x - self.eta_g * weight * (state.x - X).sum(dim=0))
+        start = r.rows(state.x)
+        X, _ = local_sgd(start, problem, r, r.rows(r.eta_l), self.local_steps)
+        weight = 1 / r.count[:, None] if self.aggregate == "active" else 1 / problem.n_clients
+        x = state.x - r.eta_g * weight * r.sum(start - X)
+        return FedAvgState(x=r.where_active(x, state.x))

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Generators, local_sgd, positive_rate, replace_rows
+from .rounds import sum_clients
+from .base import Algorithm, Round, local_sgd, positive_rate
 
 __all__ = ["FedAWE", "FedAWEState", "ALGORITHMS"]
 
@@ -41,7 +42,8 @@ OUTPUTS = ("average", "server")
 
 @dataclass(frozen=True, eq=False)
 class FedAWEState:
-    """``x`` the reported model, ``server`` z, ``stale`` the w_i (N, d), ``echo`` the e_i (N,) long."""
+    """Per run (batch axis first): ``x`` the reported model (B, d), ``server`` z (B, d),
+    ``stale`` the w_i (B, N, d), ``echo`` the e_i (B, N) long."""
 
     x: torch.Tensor
     server: torch.Tensor
@@ -70,28 +72,29 @@ class FedAWE(Algorithm):
             raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
 
     def init(self, problem, x0: torch.Tensor) -> FedAWEState:
-        n = problem.n_clients
-        return FedAWEState(x=x0, server=x0, stale=x0.expand(n, -1).clone(),
-                           echo=torch.ones(n, dtype=torch.long, device=x0.device))
+        b, n = x0.shape[0], problem.n_clients
+        return FedAWEState(x=x0, server=x0, stale=x0[:, None, :].expand(-1, n, -1).clone(),
+                           echo=torch.ones((b, n), dtype=torch.long, device=x0.device))
 
-    def local_rate(self, t: int) -> float:
-        """η_l(t) of round t."""
-        return self.eta_l / math.sqrt(t / 10 + 1) if self.local_decay else self.eta_l
+    def local_rate(self, eta_l: torch.Tensor, t: int) -> torch.Tensor:
+        """η_l(t) of round t from the round's rates ``eta_l`` (per run): η_l/sqrt(t/10 + 1)."""
+        return eta_l / math.sqrt(t / 10 + 1) if self.local_decay else eta_l
 
-    def round(self, state: FedAWEState, problem, active, t: int, generators: Generators) -> FedAWEState:
-        m = active.numel()
+    def round(self, state: FedAWEState, problem, r: Round) -> FedAWEState:
         echo = state.echo + 1
-        if not m:
+        if not r.m:
             return FedAWEState(x=state.x, server=state.server, stale=state.stale, echo=echo)
-        W = state.stale[active]
-        Wk, _ = local_sgd(W, problem, active, self.local_rate(t), self.local_steps, generators)
-        u = ((Wk - W) * state.echo[active].to(W.dtype).unsqueeze(1)).sum(dim=0) / m
+        count = r.count[:, None]
+        W = r.take(state.stale)
+        Wk, _ = local_sgd(W, problem, r, r.rows(self.local_rate(r.eta_l, r.t)), self.local_steps)
+        u = r.sum((Wk - W) * r.take(state.echo).to(W.dtype).unsqueeze(1)) / count
         if self.clip_norm is not None:
-            u = u * torch.clamp(self.clip_norm / torch.linalg.vector_norm(u), max=1.0)
-        z = W.sum(dim=0) / m + self.eta_g * u
-        stale = replace_rows(state.stale, active, z.expand(m, -1))
-        x = stale.mean(dim=0) if self.output == "average" else z
-        return FedAWEState(x=x, server=z, stale=stale, echo=echo.index_fill(0, active, 1))
+            u = u * torch.clamp(self.clip_norm / torch.linalg.vector_norm(u, dim=1, keepdim=True), max=1.0)
+        z = r.where_active(r.sum(W) / count + r.eta_g * u, state.server)
+        stale = r.put(state.stale, r.rows(z))
+        x = sum_clients(stale) / problem.n_clients if self.output == "average" else z
+        return FedAWEState(x=r.where_active(x, state.x), server=z, stale=stale,
+                           echo=torch.where(r.mask, torch.ones_like(echo), echo))
 
 
 ALGORITHMS = (FedAWE,)

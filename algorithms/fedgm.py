@@ -34,17 +34,22 @@ momentum (h = Δ_t). The paper's own FedNAG, x ← x − η[(1−β)Δ_t + β d_
 ``fedgm`` with ν = β, i.e. ``fednag`` at η' = η(1 − β).
 
 Rounds with S_t = ∅ change nothing (no server step, d kept). Communication: x down, Δ_i up.
+
+Batched over runs (``algorithms.rounds``): every state field carries the batch axis first and
+the runs share β, ν and the schedule; η_l and η come from the round (``r.eta_l``, ``r.eta_g``,
+(B, 1)). A schedule's stage rates are taken relative to the run's η (see ``FedGM``).
 """
 from __future__ import annotations
 
 import math
 import numbers
+from abc import abstractmethod
 from bisect import bisect_right
 from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Generators, local_sgd
+from .base import Algorithm, Round, local_sgd
 
 __all__ = ["FedGM", "FedQHM", "FedAvgM", "FedNAG", "MomentumState", "ALGORITHMS", "unit_interval"]
 
@@ -60,9 +65,9 @@ def unit_interval(value, name: str, *, closed: bool) -> float:
 
 @dataclass(frozen=True, eq=False)
 class MomentumState:
-    """``x`` = x_{t+1}, ``d`` the server buffer after round t (d for FedGM/QHM, v for
-    FedAvgM/FedNAG), ``delta`` = Δ_t, the averaged update of the last round with a server
-    step (zeros before the first)."""
+    """Per run (batch axis first): ``x`` = x_{t+1} (B, d), ``d`` the server buffer after round t
+    (B, d; d for FedGM/QHM, v for FedAvgM/FedNAG), ``delta`` = Δ_t (B, d), the averaged update
+    of the run's last round with a server step (zeros before the first)."""
 
     x: torch.Tensor
     d: torch.Tensor
@@ -70,17 +75,27 @@ class MomentumState:
 
 
 class _ServerMomentum(Algorithm):
-    """LocalOPT on the active block, then ``_server``; subclasses give the server step."""
+    """LocalOPT on the active rows of every run, then ``_step``; subclasses give the server step."""
 
     def init(self, problem, x0: torch.Tensor) -> MomentumState:
-        zeros = x0.new_zeros(problem.dim)
+        zeros = x0.new_zeros(x0.shape)
         return MomentumState(x=x0, d=zeros, delta=zeros)
 
-    def round(self, state: MomentumState, problem, active, t: int, generators: Generators) -> MomentumState:
-        if not active.numel():
+    def round(self, state: MomentumState, problem, r: Round) -> MomentumState:
+        """Δ_t = (1/|S_t|) Σ_{i∈S_t} (x_t − x^i_{t,K}) per run (Algorithm 1), then the server step;
+        runs with S_t = ∅ keep their state."""
+        if not r.m:
             return state
-        X, _ = local_sgd(state.x, problem, active, self.eta_l, self.local_steps, generators)
-        return self._server(state, (state.x - X).mean(dim=0), t)
+        start = r.rows(state.x)
+        X, _ = local_sgd(start, problem, r, r.rows(r.eta_l), self.local_steps)
+        delta = r.mean(start - X)
+        x, d = self._step(state.x, state.d, delta, r)
+        return MomentumState(x=r.where_active(x, state.x), d=r.where_active(d, state.d),
+                             delta=r.where_active(delta, state.delta))
+
+    @abstractmethod
+    def _step(self, x: torch.Tensor, d: torch.Tensor, delta: torch.Tensor, r: Round):
+        """(x_{t+1}, buffer after round t) from x_t, the buffer and Δ_t, all (B, d)."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -92,6 +107,12 @@ class FedGM(_ServerMomentum):
     whose stage triple (η_s, β_s, ν_s) is used in the rounds of stage s; it also fixes η_l.
     With a schedule, leave eta_l/eta_g/beta/nu out (they are read from it: η_l and the first
     stage's triple) or give equal values; running past its Σ T_s rounds is a ValueError.
+
+    In a round the stage's server rate is taken relative to the run's η = ``r.eta_g``:
+    η_t = (η / η_1) · η_s. A schedule fixes η = η_1 (the conflict check above), so η_t = η_s
+    exactly (η_1/η_1 = 1); β_s, ν_s are shared by the runs of a batch (they share the
+    schedule). The local steps use the round's η_l (``r.eta_l``: the schedule's η_l, times the
+    factor of a ``local_schedule`` if one is given).
     """
 
     eta_l: float | None = None
@@ -124,21 +145,35 @@ class FedGM(_ServerMomentum):
         object.__setattr__(self, "nu", unit_interval(self.nu, "nu", closed=True))
 
     def hyper(self, t: int) -> tuple[float, float, float]:
-        """(η_t, β_t, ν_t): the triple of the stage that holds round t (Algorithm 3)."""
+        """(η_t, β_t, ν_t): the triple of the stage that holds round t (Algorithm 3), at the
+        algorithm's own η."""
         s = self.schedule
         if s is None:
             return self.eta_g, self.beta, self.nu
-        if not 0 <= t < s.total_rounds:
-            raise ValueError(f"round t={t} lies outside the schedule's rounds 0..{s.total_rounds - 1}")
-        stage = bisect_right(s.boundaries, t) - 1
+        stage = self._stage(t)
         return s.eta_g[stage], s.beta[stage], s.nu[stage]
 
-    def _server(self, state: MomentumState, delta: torch.Tensor, t: int) -> MomentumState:
+    def _stage(self, t: int) -> int:
+        s = self.schedule
+        if not 0 <= t < s.total_rounds:
+            raise ValueError(f"round t={t} lies outside the schedule's rounds 0..{s.total_rounds - 1}")
+        return bisect_right(s.boundaries, t) - 1
+
+    def _rates(self, r: Round) -> tuple[torch.Tensor, float, float]:
+        """(η_t (B, 1), β_t, ν_t) of round r.t: η_t = r.eta_g without a schedule, else
+        (r.eta_g / η_1) · η_s with the stage's β_s, ν_s."""
+        s = self.schedule
+        if s is None:
+            return r.eta_g, self.beta, self.nu
+        stage = self._stage(r.t)
+        return (r.eta_g / s.eta_g[0]) * s.eta_g[stage], s.beta[stage], s.nu[stage]
+
+    def _step(self, x: torch.Tensor, d: torch.Tensor, delta: torch.Tensor, r: Round):
         """d ← βd + (1−β)Δ; h = (1−ν)Δ + νd; x ← x − ηh (eq. (2); Algorithm 3's server step)."""
-        eta, beta, nu = self.hyper(t)
-        d = beta * state.d + (1 - beta) * delta
+        eta, beta, nu = self._rates(r)
+        d = beta * d + (1 - beta) * delta
         h = (1 - nu) * delta + nu * d
-        return MomentumState(x=state.x - eta * h, d=d, delta=delta)
+        return x - eta * h, d
 
 
 @dataclass(frozen=True, repr=False)
@@ -161,10 +196,11 @@ class _Classical(_ServerMomentum):
         super().__post_init__()
         object.__setattr__(self, "beta", unit_interval(self.beta, "beta", closed=False))
 
-    def _server(self, state: MomentumState, delta: torch.Tensor, t: int) -> MomentumState:
-        v = self.beta * state.d + delta
+    def _step(self, x: torch.Tensor, v: torch.Tensor, delta: torch.Tensor, r: Round):
+        """v ← βv + Δ; x ← x − η'v (heavy ball) or x − η'(Δ + βv) (Nesterov), η' = r.eta_g."""
+        v = self.beta * v + delta
         step = delta + self.beta * v if self.nesterov else v
-        return MomentumState(x=state.x - self.eta_g * step, d=v, delta=delta)
+        return x - r.eta_g * step, v
 
 
 @dataclass(frozen=True, repr=False)

@@ -21,20 +21,21 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Generators, local_sgd, replace_rows
+from .base import Algorithm, Round, local_sgd
 
 __all__ = ["FedSUMB", "FedSUM", "FedSUMCR", "FedSUMState"]
 
 
 @dataclass(frozen=True, eq=False)
 class FedSUMState:
-    """After round t: ``x`` = x^(t+1), ``y`` = y^(t), ``h`` = h^(t+1) (N, d).
+    """After round t, per run (batch axis first): ``x`` = x^(t+1) (B, d), ``y`` = y^(t) (B, d),
+    ``h`` = h^(t+1) (B, N, d).
 
-    FedSUM-CR adds ``z`` = z^(t+1) (N, d) and ``a`` = a^(t+1) (N,) long, the round of each
-    client's last participation (−1 before it). ``last_active`` holds S_t and
-    ``last_correction`` the correction directions y_i^(t) of those clients (m, d) (zeros for
-    FedSUM-B, which has none), so the papers' identities can be checked along a run.
-    Before round 0: x^(0), y^(-1) = 0, h^(0) = 0, z^(0) = x^(0), a^(0) = −1.
+    FedSUM-CR adds ``z`` = z^(t+1) (B, N, d) and ``a`` = a^(t+1) (B, N) long, the round of each
+    client's last participation (−1 before it). ``last_active`` is the (B, N) mask of S_t and
+    ``last_correction`` (B, N, d) holds the correction directions y_i^(t) of those clients (zero
+    rows elsewhere, and for FedSUM-B, which has none), so the papers' identities can be checked
+    along a run. Before round 0: x^(0), y^(-1) = 0, h^(0) = 0, z^(0) = x^(0), a^(0) = −1.
     """
 
     x: torch.Tensor
@@ -50,27 +51,28 @@ class _Family(Algorithm):
     """Shared init and server step; subclasses give the active clients' new h and y_i."""
 
     def init(self, problem, x0: torch.Tensor) -> FedSUMState:
-        n, d = problem.n_clients, problem.dim
-        zeros = x0.new_zeros((n, d))
-        none = torch.zeros(0, dtype=torch.long, device=x0.device)
-        return FedSUMState(x=x0, y=x0.new_zeros(d), h=zeros, last_active=none, last_correction=x0.new_zeros((0, d)))
+        b, n, d = x0.shape[0], problem.n_clients, problem.dim
+        return FedSUMState(x=x0, y=x0.new_zeros((b, d)), h=x0.new_zeros((b, n, d)),
+                           last_active=torch.zeros((b, n), dtype=torch.bool, device=x0.device),
+                           last_correction=x0.new_zeros((b, n, d)))
 
-    def _server(self, state: FedSUMState, problem, active, h_new, correction, **extra) -> FedSUMState:
+    def _server(self, state: FedSUMState, problem, r: Round, h_new, correction, **extra) -> FedSUMState:
         """δ_i = h_i^(t+1) − h_i^(t); y^(t) = y^(t-1) + Σ δ_i; x^(t+1) = x^(t) − (η_g η_l K/N) y^(t)."""
-        if active.numel():
-            y = state.y + (h_new - state.h[active]).sum(dim=0)
-            h = replace_rows(state.h, active, h_new)
+        if r.m:
+            y = state.y + r.sum(h_new - r.take(state.h))
+            h = r.put(state.h, h_new)
         else:
             y, h = state.y, state.h
-        x = state.x - (self.eta_g * self.eta_l * self.local_steps / problem.n_clients) * y
-        return FedSUMState(x=x, y=y, h=h, last_active=active, last_correction=correction, **extra)
+        x = state.x - (r.eta_g * r.eta_l * self.local_steps / problem.n_clients) * y
+        return FedSUMState(x=x, y=y, h=h, last_active=r.mask, last_correction=r.put(torch.zeros_like(state.h), correction),
+                           **extra)
 
-    def _local(self, state: FedSUMState, problem, active, correction, generators: Generators) -> torch.Tensor:
+    def _local(self, state: FedSUMState, problem, r: Round, correction) -> torch.Tensor:
         """K local steps x_i^(t,k+1) = x_i^(t,k) − (η_l/N)(g_i^(t,k) + y_i^(t)) from x_i^(t,0) = x^(t)
         for all active clients at once (Alg. 2/3 line 9); returns
         h_i^(t+1) = (1/K) Σ_k g_i^(t,k)."""
-        _, mean_grad = local_sgd(state.x, problem, active, self.eta_l / problem.n_clients, self.local_steps,
-                                 generators, correction)
+        _, mean_grad = local_sgd(r.rows(state.x), problem, r, r.rows(r.eta_l) / problem.n_clients, self.local_steps,
+                                 correction)
         return mean_grad
 
 
@@ -86,15 +88,14 @@ class FedSUMB(_Family):
 
     name = "fedsum-b"
 
-    def round(self, state: FedSUMState, problem, active, t: int, generators: Generators) -> FedSUMState:
-        m = active.numel()
-        h_new = state.x.new_zeros((m, problem.dim))
-        if m:
-            X = state.x.expand(m, -1)
+    def round(self, state: FedSUMState, problem, r: Round) -> FedSUMState:
+        h_new = state.x.new_zeros((r.m, problem.dim))
+        if r.m:
+            X = r.rows(state.x)
             for k in range(self.local_steps):
-                h_new = h_new + problem.stochastic_grads(X, active, generators(k))
+                h_new = h_new + problem.stochastic_grads(X, r.client, r.draws(k))
             h_new = h_new / self.local_steps
-        return self._server(state, problem, active, h_new, state.x.new_zeros((m, problem.dim)))
+        return self._server(state, problem, r, h_new, state.x.new_zeros((r.m, problem.dim)))
 
 
 @dataclass(frozen=True, repr=False)
@@ -112,10 +113,10 @@ class FedSUM(_Family):
     name = "fedsum"
     down_vectors = 2
 
-    def round(self, state: FedSUMState, problem, active, t: int, generators: Generators) -> FedSUMState:
-        correction = state.y - state.h[active]
-        h_new = self._local(state, problem, active, correction, generators) if active.numel() else correction
-        return self._server(state, problem, active, h_new, correction)
+    def round(self, state: FedSUMState, problem, r: Round) -> FedSUMState:
+        correction = r.rows(state.y) - r.take(state.h)
+        h_new = self._local(state, problem, r, correction) if r.m else correction
+        return self._server(state, problem, r, h_new, correction)
 
 
 @dataclass(frozen=True, repr=False)
@@ -141,18 +142,18 @@ class FedSUMCR(_Family):
     def init(self, problem, x0: torch.Tensor) -> FedSUMState:
         base = super().init(problem, x0)
         return FedSUMState(x=base.x, y=base.y, h=base.h, last_active=base.last_active,
-                           last_correction=base.last_correction, z=x0.expand(problem.n_clients, -1).clone(),
-                           a=torch.full((problem.n_clients,), -1, dtype=torch.long, device=x0.device))
+                           last_correction=base.last_correction, z=x0[:, None, :].expand(-1, problem.n_clients, -1).clone(),
+                           a=torch.full(base.last_active.shape, -1, dtype=torch.long, device=x0.device))
 
-    def round(self, state: FedSUMState, problem, active, t: int, generators: Generators) -> FedSUMState:
-        m = active.numel()
-        if not m:
-            return self._server(state, problem, active, state.h[active], state.x.new_zeros((0, problem.dim)),
+    def round(self, state: FedSUMState, problem, r: Round) -> FedSUMState:
+        if not r.m:
+            return self._server(state, problem, r, r.take(state.h), state.x.new_zeros((0, problem.dim)),
                                 z=state.z, a=state.a)
-        scale = problem.n_clients / (self.eta_g * self.eta_l * self.local_steps)
-        gaps = (t - state.a[active]).to(state.x.dtype).unsqueeze(1)          # t − a_i^(t) ≥ 1
-        correction = scale * (state.z[active] - state.x) / gaps - state.h[active]
-        h_new = self._local(state, problem, active, correction, generators)
-        z = replace_rows(state.z, active, state.x.expand(m, -1))
-        a = state.a.index_fill(0, active, t)
-        return self._server(state, problem, active, h_new, correction, z=z, a=a)
+        scale = problem.n_clients / (r.rows(r.eta_g) * r.rows(r.eta_l) * self.local_steps)
+        gaps = (r.t - r.take(state.a)).to(state.x.dtype).unsqueeze(1)          # t − a_i^(t) ≥ 1
+        start = r.rows(state.x)
+        correction = scale * (r.take(state.z) - start) / gaps - r.take(state.h)
+        h_new = self._local(state, problem, r, correction)
+        z = r.put(state.z, start)
+        a = r.put(state.a, torch.full_like(r.client, r.t))
+        return self._server(state, problem, r, h_new, correction, z=z, a=a)

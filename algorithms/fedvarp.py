@@ -17,14 +17,15 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Generators, local_sgd, replace_rows
+from .rounds import sum_clients
+from .base import Algorithm, Round, local_sgd
 
 __all__ = ["FedVARP", "FedVARPState", "ALGORITHMS"]
 
 
 @dataclass(frozen=True, eq=False)
 class FedVARPState:
-    """``x`` global model, ``memory`` the y_i (N, d)."""
+    """Per run (batch axis first): ``x`` global model (B, d), ``memory`` the y_i (B, N, d)."""
 
     x: torch.Tensor
     memory: torch.Tensor
@@ -37,16 +38,17 @@ class FedVARP(Algorithm):
     name = "fedvarp"
 
     def init(self, problem, x0: torch.Tensor) -> FedVARPState:
-        return FedVARPState(x=x0, memory=x0.new_zeros((problem.n_clients, problem.dim)))
+        return FedVARPState(x=x0, memory=x0.new_zeros((x0.shape[0], problem.n_clients, problem.dim)))
 
-    def round(self, state: FedVARPState, problem, active, t: int, generators: Generators) -> FedVARPState:
-        m = active.numel()
-        if not m:
+    def round(self, state: FedVARPState, problem, r: Round) -> FedVARPState:
+        if not r.m:
             return state
-        X, _ = local_sgd(state.x, problem, active, self.eta_l, self.local_steps, generators)
-        delta = state.x - X
-        v = state.memory.mean(dim=0) + (delta - state.memory[active]).sum(dim=0) / m
-        return FedVARPState(x=state.x - self.eta_g * v, memory=replace_rows(state.memory, active, delta))
+        start = r.rows(state.x)
+        X, _ = local_sgd(start, problem, r, r.rows(r.eta_l), self.local_steps)
+        delta = start - X
+        v = sum_clients(state.memory) / problem.n_clients + r.sum(delta - r.take(state.memory)) / r.count[:, None]
+        x = state.x - r.eta_g * v
+        return FedVARPState(x=r.where_active(x, state.x), memory=r.put(state.memory, delta))
 
 
 ALGORITHMS = (FedVARP,)

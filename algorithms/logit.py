@@ -55,23 +55,28 @@ Choices the paper leaves open (none of this is in the paper):
 * Optimiser: plain SGD as eq. (4); per-client gradient clipped to norm ``clip``, L2 weight
   decay added after clipping. Defaults (the paper gives none but η_GGN): λ = 0.5, h = 20
   (Andrychowicz et al.), η_GGN = 0.001 (Section 5), clip 1.0, weight decay 1e-4, H = 8.
-* Randomness: θ^0 is drawn at the first round from the generator of step index I of that
-  round (the local steps use indices 0..I−1), so a run is reproducible from its seed.
-  Training itself is deterministic (full batch over coordinates).
+* Randomness: θ^0_n is drawn at the first round from the run's noise stream, the P uniforms
+  of client n at the reserved step key ``GENERATOR_KEY`` (the local steps use keys 0..I−1), so
+  θ^0 depends on the run's seed and n only (not on the other runs of a batch) and a run is
+  reproducible from its seed. Training itself is deterministic (full batch over coordinates).
 
 Memory kept by the server beyond x (``memory_bytes``), with b bytes per float, P = 4h² + 9h + 1
 and H_t = min(H, number of rounds so far with an upload):
 
     b·(N·d [cache] + N·H_t·d [history] + N·P [θ] + d [D̄]) + 8·3N [counters]
 
-(H_t = 0 and no θ unless ``surrogate="generator"``). A training step holds on the order of
-10·K·H·d·h floats of activations for backpropagation; generation a 2·(N − K)·d·h LSTM state.
+(H_t = 0 and no θ unless ``surrogate="generator"``). In a batch of runs the window is as wide
+as the widest run's (H_t counts the rounds in which any run had an upload); the extra slots
+of a run are padding, read as absent, so its numbers are those of the run alone. A training
+step holds on the order of 10·K·H·d·h floats of activations for backpropagation; generation
+a 2·(N − K)·d·h LSTM state.
 
 Communication: x down, Δ_n up (one vector each per available client); the generator runs
 on the server (Section 3.2, after eq. (6)).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
@@ -79,37 +84,48 @@ from dataclasses import dataclass
 import torch
 
 from . import generator as ggn
-from .base import Algorithm, Generators, local_sgd, positive_rate, replace_rows, step_count
+from .base import Algorithm, Round, local_sgd, positive_rate, step_count
 
-__all__ = ["LOGIT", "LOGITState", "ALGORITHMS", "SURROGATES"]
+__all__ = ["LOGIT", "LOGITState", "ALGORITHMS", "SURROGATES", "GENERATOR_KEY", "unavailable"]
 
 SURROGATES = ("generator", "last", "ws", "zero", "none")
 TRAIN_INPUTS = ("cached", "current")
 COLD_STARTS = ("zero", "exclude")
 
+#: The noise step key of θ^0's uniforms (local step k uses key k < GENERATOR_KEY).
+GENERATOR_KEY = 2**31 - 2
+
 
 @dataclass(frozen=True, eq=False)
 class LOGITState:
-    """After round t: ``x`` = x_{t+1}; ``cache`` (N, d) last received Δ_n (zero before);
-    ``count`` (N,) uploads received; ``last`` (N,) round of the last upload (−1 before; the
-    staleness at round t is t − last); ``history`` (N, H_t, d) the √d-scaled unit vectors of
-    the last received updates, right-aligned (None unless the generator is used);
-    ``params`` the generators θ (dict of (N, ...) tensors; None before the first round);
-    ``steps`` (N,) generator training steps; ``mean_update`` D̄ (d,) the mean update applied
-    last round. Diagnostics of the last round: ``updates`` (N, d) the update used for each
-    client (received or surrogate; zero for a client left out), ``gen_loss`` (N,) the
-    generator loss of its last training step (nan before)."""
+    """After round t, per run (batch axis first): ``x`` = x_{t+1} (B, d); ``cache`` (B, N, d)
+    last received Δ_n (zero before); ``count`` (B, N) uploads received; ``last`` (B, N) round of
+    the last upload (−1 before; the staleness at round t is t − last); ``history`` (B, N, H_t, d)
+    the √d-scaled unit vectors of the last received updates, right-aligned (None unless the
+    generator is used); ``params`` (B, N, P) the generators θ (rows as in ``generator``; None
+    before the first round); ``steps`` (B, N) generator training steps; ``mean_update`` D̄ (B, d)
+    the mean update applied last round. Diagnostics of the last round: ``updates`` (B, N, d)
+    the update used for each client (received or surrogate; zero for a client left out),
+    ``gen_loss`` (B, N) the generator loss of its last training step (nan before)."""
 
     x: torch.Tensor
     cache: torch.Tensor
     count: torch.Tensor
     last: torch.Tensor
     history: torch.Tensor | None
-    params: dict | None
+    params: torch.Tensor | None
     steps: torch.Tensor
     mean_update: torch.Tensor
     updates: torch.Tensor
     gen_loss: torch.Tensor
+
+
+def unavailable(r: Round) -> Round:
+    """The rows (run, client) of round ``r`` NOT in S_t, as a Round (sorted by run then client;
+    ``count`` N − |S_t| per run), for taking, putting and summing them per run like the active
+    rows. Its ``draws`` are not used."""
+    runs, clients = torch.nonzero(~r.mask, as_tuple=True)
+    return dataclasses.replace(r, run=runs, client=clients, count=r.n_clients - r.count)
 
 
 def _choice(value, allowed, name):
@@ -167,6 +183,8 @@ class LOGIT(Algorithm):
             raise ValueError(f"warmup must be an integer ≥ 0, got {self.warmup!r}")
         if not isinstance(self.residual, bool):
             raise ValueError(f"residual must be True or False, got {self.residual!r}")
+        if self.local_steps >= GENERATOR_KEY:
+            raise ValueError(f"local_steps must stay below {GENERATOR_KEY} (θ^0's noise key), got {self.local_steps}")
 
     @property
     def _learns(self) -> bool:
@@ -175,19 +193,20 @@ class LOGIT(Algorithm):
     # ------------------------------------------------------------------ state
 
     def init(self, problem, x0: torch.Tensor) -> LOGITState:
-        n, d = problem.n_clients, problem.dim
-        longs = torch.zeros(n, dtype=torch.long, device=x0.device)
-        return LOGITState(x=x0, cache=x0.new_zeros((n, d)), count=longs, last=longs - 1,
-                          history=x0.new_zeros((n, 0, d)) if self._learns else None, params=None,
-                          steps=longs, mean_update=x0.new_zeros(d), updates=x0.new_zeros((n, d)),
-                          gen_loss=x0.new_full((n,), math.nan))
+        b, n, d = x0.shape[0], problem.n_clients, problem.dim
+        longs = torch.zeros((b, n), dtype=torch.long, device=x0.device)
+        return LOGITState(x=x0, cache=x0.new_zeros((b, n, d)), count=longs, last=longs - 1,
+                          history=x0.new_zeros((b, n, 0, d)) if self._learns else None, params=None,
+                          steps=longs, mean_update=x0.new_zeros((b, d)), updates=x0.new_zeros((b, n, d)),
+                          gen_loss=x0.new_full((b, n), math.nan))
 
     def memory_bytes(self, state: LOGITState) -> int:
-        """Bytes the server keeps beyond x (module docstring formula)."""
+        """Bytes the server keeps beyond x (module docstring formula) in ``state``: one run's
+        state (as ``algorithms.iterate`` yields it), or the B runs of a batched one together."""
         tensors = [state.cache, state.mean_update, state.count, state.last, state.steps]
         if self._learns:
             tensors.append(state.history)
-            tensors += list(state.params.values()) if state.params is not None else []
+            tensors += [state.params] if state.params is not None else []
         return sum(t.numel() * t.element_size() for t in tensors)
 
     def max_memory_bytes(self, n_clients: int, dim: int, itemsize: int = 8) -> int:
@@ -199,128 +218,132 @@ class LOGIT(Algorithm):
 
     # ------------------------------------------------------------------ round
 
-    def round(self, state: LOGITState, problem, active, t: int, generators: Generators) -> LOGITState:
-        n, d = problem.n_clients, problem.dim
-        x, m = state.x, active.numel()
-        is_active = torch.zeros(n, dtype=torch.bool, device=x.device).index_fill(0, active, True)
-        inactive = torch.nonzero(~is_active).flatten()
-        if m:
-            X, _ = local_sgd(x, problem, active, self.eta_l, self.local_steps, generators)
-            delta = x - X                                            # Δ_n = η_l g_n(x_t), (m, d)
+    def round(self, state: LOGITState, problem, r: Round) -> LOGITState:
+        x, d = state.x, problem.dim
+        off = unavailable(r)
+        if r.m:
+            start = r.rows(x)
+            X, _ = local_sgd(start, problem, r, r.rows(r.eta_l), self.local_steps)
+            delta = start - X                                        # Δ_n = η_l g_n(x_t), (M, d)
         else:
             delta = x.new_zeros((0, d))
 
         params, steps, history, gen_loss = state.params, state.steps, state.history, state.gen_loss
-        count = state.count.index_add(0, active, torch.ones_like(active))
+        count = state.count + r.mask.long()
         if self._learns:
             if params is None:
-                params = ggn.init_params(n, self.hidden, generators(self.local_steps), x.dtype, x.device,
-                                         self.residual)
-            history = self._append(state.history, active, delta)
-            if m:
-                params, steps, gen_loss = self._train(params, steps, gen_loss, state, history, count, active, delta)
+                params = self._init_params(r, x)
+            history = self._append(state.history, r, delta)
+            if r.m:
+                params, steps, gen_loss = self._train(params, steps, gen_loss, state, history, count, r, delta)
 
         # surrogates of the unavailable clients
-        seen = state.count[inactive] > 0
+        seen = off.take(state.count) > 0
         if self.surrogate == "none":
-            surrogate, contributes = delta.new_zeros((inactive.numel(), d)), torch.zeros_like(seen)
+            surrogate, contributes = delta.new_zeros((off.m, d)), torch.zeros_like(seen)
         else:
-            cache = state.cache[inactive]
+            cache = off.take(state.cache)
             if self.surrogate == "last":
                 surrogate = cache
             elif self.surrogate == "zero":
                 surrogate = torch.zeros_like(cache)
             elif self.surrogate == "ws":
-                surrogate = (1 - self.lam) * cache + self.lam * state.mean_update
+                surrogate = (1 - self.lam) * cache + self.lam * off.rows(state.mean_update)
             else:
-                surrogate = self._generate(params, history, state, inactive, steps)
+                surrogate = self._generate(params, history, state, off, steps)
             surrogate = torch.where(seen.unsqueeze(1), surrogate, torch.zeros_like(surrogate))
             contributes = seen if self.cold_start == "exclude" else torch.ones_like(seen)
 
-        denom = m + int(contributes.sum()) if self.surrogate != "none" else m
-        total = delta.sum(dim=0) + surrogate.sum(dim=0)
-        if denom:
-            mean = (1 / denom) * total
-            x_new = x - self.eta_g * (1 / denom) * total
-        else:
-            mean, x_new = torch.zeros_like(x), x
-        updates = replace_rows(x.new_zeros((n, d)), inactive, surrogate)
-        updates = replace_rows(updates, active, delta)
-        return LOGITState(x=x_new, cache=replace_rows(state.cache, active, delta), count=count,
-                          last=state.last.index_fill(0, active, t), history=history, params=params, steps=steps,
-                          mean_update=mean, updates=updates, gen_loss=gen_loss)
+        denom = r.count.unsqueeze(1) + off.sum(contributes.to(x.dtype)).unsqueeze(1)    # (B, 1)
+        total = r.sum(delta) + off.sum(surrogate)
+        stepped = denom > 0
+        weight = 1 / torch.where(stepped, denom, torch.ones_like(denom))
+        mean = torch.where(stepped, weight * total, torch.zeros_like(x))
+        x_new = torch.where(stepped, x - r.eta_g * weight * total, x)
+        updates = r.put(off.put(torch.zeros_like(state.cache), surrogate), delta)
+        return LOGITState(x=x_new, cache=r.put(state.cache, delta), count=count,
+                          last=r.put(state.last, torch.full_like(r.client, r.t)), history=history, params=params,
+                          steps=steps, mean_update=mean, updates=updates, gen_loss=gen_loss)
 
-    def observe(self, before: LOGITState, after: LOGITState, problem, active, t: int) -> dict:
-        """The generation error of round t, the summand of LOGIT eq. (23)'s ε:
+    def observe(self, before: LOGITState, after: LOGITState, problem, r: Round) -> dict:
+        """The generation error of round t per run (B,), the summand of LOGIT eq. (23)'s ε:
         ``generator_error`` = (1/N) Σ_{n∉A_t} (1/I) Σ_{i<I} ‖g̃_n − ∇F_n(x^n_{t,i})‖², with
         g̃_n = Δ̃_n/(η_l I) the surrogate's per-step gradient and x^n_{t,i} the path client n
         would have taken, x^n_{t,0} = x_t, x^n_{t,i+1} = x^n_{t,i} − η_l ∇F_n(x^n_{t,i}) (exact
         gradients: the paper's expectation over the local noise is not taken along the path;
         chosen here). The realised ε of a run is 4·(1/T) Σ_t of it (the indicator 1 − 𝕀_n^t
         in place of its mean 1 − p_n^t)."""
-        n = problem.n_clients
-        off = torch.nonzero(torch.ones(n, dtype=torch.bool, device=before.x.device).index_fill(0, active, False)).flatten()
-        if not off.numel():
-            return {"generator_error": 0.0}
-        return {"generator_error": float(self.path_errors(before, after, problem, off).sum()) / n}
+        off = unavailable(r)
+        errors = self.path_errors(before, after, problem, off)
+        return {"generator_error": off.sum(errors).to(torch.float64) / problem.n_clients}
 
-    def path_errors(self, before, after, problem, off) -> torch.Tensor:
-        """e_n = (1/I) Σ_{i<I} ‖g̃_n − ∇F_n(x^n_{t,i})‖² for the unavailable clients ``off`` (the
-        summand of eq. (23); see ``observe``), one value per client, all of them in one batch."""
-        surrogate = after.updates[off] / (self.eta_l * self.local_steps)
-        X = before.x.expand(off.numel(), -1)
-        total = torch.zeros(off.numel(), dtype=X.dtype, device=X.device)
+    def path_errors(self, before: LOGITState, after: LOGITState, problem, off: Round) -> torch.Tensor:
+        """e_n = (1/I) Σ_{i<I} ‖g̃_n − ∇F_n(x^n_{t,i})‖² for the rows (run, client) of ``off``
+        (the unavailable clients, ``unavailable(r)``; the summand of eq. (23), see ``observe``),
+        one value per row (M_off,), all of them in one batch, each with its run's η_l."""
+        if not off.m:
+            return after.x.new_zeros(0)
+        eta = off.rows(off.eta_l)
+        surrogate = off.take(after.updates) / (eta * self.local_steps)
+        X = off.rows(before.x)
+        total = X.new_zeros(off.m)
         for _ in range(self.local_steps):
-            G = problem.grads_at(X, off)
+            G = problem.grads_at(X, off.client)
             total = total + (surrogate - G).square().sum(dim=1)
-            X = X - self.eta_l * G
+            X = X - eta * G
         return total / self.local_steps
 
     # ------------------------------------------------------------------ generator
 
-    def _append(self, history: torch.Tensor, active: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-        """The window after this round's uploads: grows by one slot (up to H) in a round with an
-        upload; each active row shifts left and takes √d·Δ_n/‖Δ_n‖ at the end."""
-        if not active.numel():
-            return history
-        if history.shape[1] < self.history:
-            history = torch.cat([history.new_zeros((history.shape[0], 1, history.shape[2])), history], dim=1)
-        rows = torch.cat([history[active, 1:], _unit(delta).unsqueeze(1)], dim=1)
-        return replace_rows(history, active, rows)
+    def _init_params(self, r: Round, x: torch.Tensor) -> torch.Tensor:
+        """θ^0 (B, N, P): client n of run b takes the P uniforms of its row at (t, GENERATOR_KEY)."""
+        b, n = r.n_runs, r.n_clients
+        runs = torch.arange(b, device=x.device).repeat_interleave(n)
+        clients = torch.arange(n, device=x.device).repeat(b)
+        uniforms = r.noise.draws(r.t, GENERATOR_KEY, clients, runs).uniform(ggn.param_count(self.hidden), x.dtype)
+        return ggn.init_params(uniforms, self.hidden, self.residual).reshape(b, n, -1)
 
-    def _train(self, params, steps, gen_loss, state, new_history, count, active, delta):
-        """One training step of eq. (4) for every available client at once."""
+    def _append(self, history: torch.Tensor, r: Round, delta: torch.Tensor) -> torch.Tensor:
+        """The window after this round's uploads: grows by one slot (up to H) in a round with an
+        upload in some run; each active row shifts left and takes √d·Δ_n/‖Δ_n‖ at the end."""
+        if not r.m:
+            return history
+        if history.shape[2] < self.history:
+            history = torch.cat([history.new_zeros((*history.shape[:2], 1, history.shape[3])), history], dim=2)
+        rows = torch.cat([r.take(history)[:, 1:], _unit(delta).unsqueeze(1)], dim=1)
+        return r.put(history, rows)
+
+    def _train(self, params, steps, gen_loss, state, new_history, count, r: Round, delta):
+        """One training step of eq. (4) for every available client of every run at once."""
         u = _unit(delta)                                              # √d-scaled unit vectors
         unit = u / math.sqrt(u.shape[1])
-        others = unit.sum(dim=0) - unit                               # Σ_{k∈A_t∖n} u_k/‖u_k‖
+        others = r.rows(r.sum(unit)) - unit                           # Σ_{k∈A_t∖n} u_k/‖u_k‖
         if self.train_input == "cached":
-            seq, lengths = state.history[active], state.count[active].clamp(max=state.history.shape[1])
+            seq, lengths = r.take(state.history), r.take(state.count).clamp(max=state.history.shape[2])
         else:
-            seq, lengths = new_history[active], count[active].clamp(max=new_history.shape[1])
-        trainable = lengths > 0
+            seq, lengths = r.take(new_history), r.take(count).clamp(max=new_history.shape[2])
         if seq.shape[1] == 0:                                         # nothing to read yet
             return params, steps, gen_loss
-        rows = {k: v[active] for k, v in params.items()}
-        new_rows, losses = ggn.train_step(rows, seq, lengths, u, others, active.numel() - 1, lam=self.lam,
+        trainable = lengths > 0
+        new_rows, losses = ggn.train_step(r.take(params), seq, lengths, u, others, r.rows(r.count) - 1, lam=self.lam,
                                           lr=self.lr_generator, clip=self.clip, weight_decay=self.weight_decay,
                                           residual=self.residual, trainable=trainable)
-        params = {k: replace_rows(params[k], active, new_rows[k]) for k in params}
-        steps = steps.index_add(0, active, trainable.long())
-        gen_loss = gen_loss.index_copy(0, active[trainable], losses[trainable])
+        params = r.put(params, new_rows)
+        steps = r.put(steps, r.take(steps) + trainable.long())
+        gen_loss = r.put(gen_loss, torch.where(trainable, losses, r.take(gen_loss)))
         return params, steps, gen_loss
 
-    def _generate(self, params, history, state, inactive, steps) -> torch.Tensor:
-        """Δ̃_n = ‖Δ_n^cache‖/√d · f_GGN(window_n; θ_n) for the inactive clients whose generator
-        has had ``warmup`` steps; the cache itself for the others."""
-        cache = state.cache[inactive]
-        if not inactive.numel() or history.shape[1] == 0:
+    def _generate(self, params, history, state, off: Round, steps) -> torch.Tensor:
+        """Δ̃_n = ‖Δ_n^cache‖/√d · f_GGN(window_n; θ_n) for the unavailable rows ``off`` whose
+        generator has had ``warmup`` steps; the cache itself for the others."""
+        cache = off.take(state.cache)
+        if not off.m or history.shape[2] == 0:
             return cache
-        lengths = state.count[inactive].clamp(max=history.shape[1])
-        rows = {k: v[inactive] for k, v in params.items()}
+        lengths = off.take(state.count).clamp(max=history.shape[2])
         with torch.no_grad():
-            out = ggn.forward(rows, history[inactive], lengths, self.residual)
+            out = ggn.forward(off.take(params), off.take(history), lengths, self.residual)
         scale = cache.norm(dim=1, keepdim=True) / math.sqrt(cache.shape[1])
-        ready = (steps[inactive] >= self.warmup).unsqueeze(1)
+        ready = (off.take(steps) >= self.warmup).unsqueeze(1)
         return torch.where(ready, scale * out, cache)
 
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Generators, local_sgd, replace_rows
+from .rounds import sum_clients
+from .base import Algorithm, Round, local_sgd
 
 __all__ = ["MIFA", "MIFAState", "ALGORITHMS"]
 
@@ -36,13 +37,14 @@ STARTS = ("wait", "zeros")
 
 @dataclass(frozen=True, eq=False)
 class MIFAState:
-    """``x`` global model, ``table`` the G_i (N, d), ``seen`` (N,) bool: has client i appeared,
-    ``ready``: the server steps (always for "zeros"; once every client has appeared for "wait")."""
+    """Per run (batch axis first): ``x`` global model (B, d), ``table`` the G_i (B, N, d),
+    ``seen`` (B, N) bool: has client i appeared, ``ready`` (B,) bool: the server steps (always
+    for "zeros"; once every client has appeared for "wait")."""
 
     x: torch.Tensor
     table: torch.Tensor
     seen: torch.Tensor
-    ready: bool
+    ready: torch.Tensor
 
 
 @dataclass(frozen=True, repr=False)
@@ -59,21 +61,21 @@ class MIFA(Algorithm):
             raise ValueError(f"start must be one of {STARTS}, got {self.start!r}")
 
     def init(self, problem, x0: torch.Tensor) -> MIFAState:
-        n = problem.n_clients
-        return MIFAState(x=x0, table=x0.new_zeros((n, problem.dim)),
-                         seen=torch.zeros(n, dtype=torch.bool, device=x0.device), ready=self.start == "zeros")
+        b, n = x0.shape[0], problem.n_clients
+        return MIFAState(x=x0, table=x0.new_zeros((b, n, problem.dim)),
+                         seen=torch.zeros((b, n), dtype=torch.bool, device=x0.device),
+                         ready=torch.full((b,), self.start == "zeros", dtype=torch.bool, device=x0.device))
 
-    def round(self, state: MIFAState, problem, active, t: int, generators: Generators) -> MIFAState:
-        table, seen, ready = state.table, state.seen, state.ready
-        if active.numel():
-            X, _ = local_sgd(state.x, problem, active, self.eta_l, self.local_steps, generators)
-            table = replace_rows(table, active, state.x - X)
-            seen = seen.index_fill(0, active, True)
-            ready = ready or bool(seen.all())
-        if not ready:
-            return MIFAState(x=state.x, table=table, seen=seen, ready=False)
-        x = state.x - self.eta_g * (1 / problem.n_clients) * table.sum(dim=0)
-        return MIFAState(x=x, table=table, seen=seen, ready=True)
+    def round(self, state: MIFAState, problem, r: Round) -> MIFAState:
+        table, seen = state.table, state.seen
+        if r.m:
+            start = r.rows(state.x)
+            X, _ = local_sgd(start, problem, r, r.rows(r.eta_l), self.local_steps)
+            table = r.put(table, start - X)
+            seen = seen | r.mask
+        ready = state.ready | seen.all(dim=1)
+        x = state.x - r.eta_g * (1 / problem.n_clients) * sum_clients(table)
+        return MIFAState(x=torch.where(ready[:, None], x, state.x), table=table, seen=seen, ready=ready)
 
 
 ALGORITHMS = (MIFA,)

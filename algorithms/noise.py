@@ -1,22 +1,40 @@
-"""Stochastic-gradient randomness keyed by (seed, round, step).
+"""Stochastic-gradient randomness: a counter-based stream keyed by the run's seed.
 
-The generator of local step / mini-batch k of round t is seeded with
-``numpy.random.SeedSequence(seed, spawn_key=(t, k)).generate_state(1, uint64)``. Every draw is
-therefore independent across rounds and steps, a run is reproducible, and two algorithms
-run with the same seed see the same noise (the problem draws for all N clients and keeps
-the active rows, so neither does it depend on who else is active).
+Every random number a run uses is Philox4x32-10 (``algorithms.philox``) of
+
+    key     = (k0, k1) = SeedSequence(seed).generate_state(2, uint32)
+    counter = (lane, client i, 2·k + kind, round t)
+
+where k is the local step / mini-batch (or an algorithm's reserved stream, e.g. autonomous
+clients' arrivals), kind 0 gives standard normals (two per counter, Box–Muller) and kind 1
+uniforms in [0, 1) (two per counter, 53 bits each), and lane j covers entries 2j and 2j + 1
+of the client's row. A number therefore depends on (seed, t, k, client, entry) alone: not on
+the other clients active in the round, the algorithm, the runs batched beside it or how the
+draws are grouped; two algorithms run with the same seed see the same noise.
+
+``NoiseStream(seeds)`` holds the keys of a batch of runs; ``draws(t, k, clients, runs)`` is
+what a problem's ``stochastic_grads`` receives. ``prefetch`` computes the draws of many
+rounds and steps in one Philox call; a draw of the same rows is then served from it.
 """
 from __future__ import annotations
 
 import numbers
-from typing import Callable
 
 import numpy as np
 import torch
 
-from .seeding import spawn_words
+from .philox import box_muller, philox4x32, uniform53
 
-__all__ = ["NoiseStream", "as_entropy"]
+__all__ = ["NoiseStream", "Draws", "as_entropy", "KINDS", "SCHEME"]
+
+#: The name of this noise scheme, saved with results that a seed reproduces (an experiment's
+#: runs), so that runs made with another scheme are never read back as these.
+SCHEME = "philox4x32-10(seed; t, k, client)"
+
+#: The two kinds of draws and the counter word that separates them.
+KINDS = {"normal": 0, "uniform": 1}
+_MAX_STEP = 2**31 - 1
+_MAX_WORD = 2**32 - 1
 
 
 def as_entropy(seed) -> int:
@@ -30,37 +48,117 @@ def as_entropy(seed) -> int:
     return int(seed)
 
 
+def _key(entropy: int) -> list[int]:
+    return [int(w) for w in np.random.SeedSequence(entropy).generate_state(2, np.uint32)]
+
+
+#: Counters computed per pass: small enough that a pass's words stay in cache.
+CHUNK = 2**18
+
+
+def _values(keys: torch.Tensor, t, k, clients: torch.Tensor, kind: str, width: int, dtype) -> torch.Tensor:
+    """(M, width) draws of ``kind`` for M rows: keys (M, 2), rounds t and steps k (ints or
+    (M,) tensors), client ids (M,); computed in passes of about ``CHUNK`` counters."""
+    rows, lanes = clients.shape[0], (width + 1) // 2
+    device = keys.device
+    per_row = lambda v: torch.as_tensor(v, dtype=torch.int64, device=device).expand(rows)[:, None]  # noqa: E731
+    lane = torch.arange(lanes, dtype=torch.int64, device=device)[None, :]
+    client, step, rnd = per_row(clients), per_row(k) * 2 + KINDS[kind], per_row(t)
+    out = torch.empty((rows, 2 * lanes), dtype=torch.float64, device=device)
+    stride = max(1, CHUNK // lanes) if device.type == "cpu" else max(rows, 1)
+    for first in range(0, rows, stride):
+        part = slice(first, first + stride)
+        words = philox4x32(lane, client[part], step[part], rnd[part], keys[part, :1], keys[part, 1:])
+        if kind == "normal":
+            a, b = box_muller(words, torch.float64)
+        else:
+            a, b = uniform53(words[0], words[1]), uniform53(words[2], words[3])
+        out[part].view(-1, lanes, 2).copy_(torch.stack((a, b), dim=-1))
+    return out[:, :width].to(dtype)
+
+
+class Draws:
+    """The random numbers of round t, step k for the rows (run, client) of one call.
+
+    ``normal(width)``: (M, width) standard normals; ``uniform(width)``: (M, width) floats in
+    [0, 1); row j is client ``clients[j]`` of run ``runs[j]``."""
+
+    def __init__(self, stream: "NoiseStream", t: int, k: int, clients: torch.Tensor, runs: torch.Tensor | None):
+        self.stream, self.t, self.k = stream, int(t), int(k)
+        self.clients = clients
+        self.runs = runs
+
+    def _draw(self, kind: str, width: int, dtype) -> torch.Tensor:
+        cached = self.stream._cache.get((self.t, self.k, kind))
+        if cached is not None and cached[0] is self.clients and cached[1].shape[1] == width:
+            return cached[1].to(dtype)
+        runs = self.runs if self.runs is not None else torch.zeros_like(self.clients)
+        keys = self.stream.keys.to(self.clients.device)[runs]
+        return _values(keys, self.t, self.k, self.clients, kind, width, dtype)
+
+    def normal(self, width: int, dtype=torch.float64) -> torch.Tensor:
+        return self._draw("normal", int(width), dtype)
+
+    def uniform(self, width: int, dtype=torch.float64) -> torch.Tensor:
+        return self._draw("uniform", int(width), dtype)
+
+
 class NoiseStream:
-    """``NoiseStream(seed, device).generator(t, k)``; ``for_round(t)`` is the callable k → generator
-    that an algorithm's ``round`` receives.
+    """``NoiseStream(seed_or_seeds, device)``: the keys of one run or of a batch of runs.
 
-    The seed words of a block of ``BLOCK`` rounds × up to ``STEPS`` steps are computed together by
-    ``seeding.spawn_words``, equal to the per-pair SeedSequence word; a step past ``STEPS`` or a
-    round past 2^32 − ``BLOCK`` takes numpy's SeedSequence directly."""
+    ``entropies``: the seeds as ints (``entropy`` when there is one run); ``draws(t, k,
+    clients, runs)``: the :class:`Draws` of those rows (``runs`` None: run 0)."""
 
-    BLOCK = 256
-    STEPS = 64
-
-    def __init__(self, seed, device=None):
-        self.entropy = as_entropy(seed)
+    def __init__(self, seeds, device=None):
+        many = isinstance(seeds, (list, tuple, np.ndarray))
+        self.entropies = [as_entropy(s) for s in (seeds if many else [seeds])]
+        if not self.entropies:
+            raise ValueError("NoiseStream needs at least one seed")
         self.device = torch.device(device) if device is not None else torch.device("cpu")
-        self._block, self._words = -1, np.zeros((0, 0), dtype=np.uint64)
+        self.keys = torch.tensor([_key(e) for e in self.entropies], dtype=torch.int64, device=self.device)
+        self._cache: dict = {}
 
-    def seed_word(self, t: int, k: int) -> int:
-        """SeedSequence(seed, spawn_key=(t, k)).generate_state(1, uint64)[0]."""
-        t, k = int(t), int(k)
-        if t >= 2**32 - self.BLOCK or k >= self.STEPS:
-            return int(np.random.SeedSequence(self.entropy, spawn_key=(t, k)).generate_state(1, np.uint64)[0])
-        block, row = divmod(t, self.BLOCK)
-        if block != self._block or k >= self._words.shape[1]:
-            steps = min(self.STEPS, max(2 * (k + 1), self._words.shape[1] if block == self._block else 0, 8))
-            first = block * self.BLOCK
-            self._words = spawn_words(self.entropy, np.arange(first, first + self.BLOCK)[:, None], np.arange(steps)[None, :])
-            self._block = block
-        return int(self._words[row, k])
+    @property
+    def entropy(self) -> int:
+        return self.entropies[0]
 
-    def generator(self, t: int, k: int) -> torch.Generator:
-        return torch.Generator(device=self.device).manual_seed(self.seed_word(t, k))
+    def draws(self, t: int, k: int, clients: torch.Tensor, runs: torch.Tensor | None = None) -> Draws:
+        if not 0 <= int(t) <= _MAX_WORD or not 0 <= int(k) <= _MAX_STEP:
+            raise ValueError(f"noise counters take round t < 2^32 and step k < 2^31, got t={t}, k={k}")
+        return Draws(self, t, k, clients, runs)
 
-    def for_round(self, t: int) -> Callable[[int], torch.Generator]:
-        return lambda k: self.generator(t, k)
+    def prefetch(self, rounds: list, steps: int, kind: str, width: int, budget_bytes: int = 2**26) -> int:
+        """Compute in one Philox call the ``kind`` draws of ``width`` for steps 0..steps−1 of the
+        leading (t, runs, clients) of ``rounds`` that fit in ``budget_bytes`` (at least one),
+        kept (in float64, as every draw is made) until the next prefetch; a later ``draws(t, k,
+        clients)`` with the same ``clients`` tensor reads them. Returns how many rounds it covered."""
+        self._cache = {}
+        if not rounds or steps < 1 or width < 1:
+            return len(rounds)
+        per_row = 8 * 2 * ((width + 1) // 2) * 6          # the words and temporaries of one row
+        rows = 0
+        chosen = []
+        for t, runs, clients in rounds:
+            if chosen and (rows + steps * clients.numel()) * per_row > budget_bytes:
+                break
+            chosen.append((t, runs, clients))
+            rows += steps * clients.numel()
+        if not rows:
+            return len(chosen)
+        device = chosen[0][2].device
+        keys = self.keys.to(device)
+        all_runs = torch.cat([runs for _, runs, _ in chosen for _ in range(steps)])
+        all_clients = torch.cat([clients for _, _, clients in chosen for _ in range(steps)])
+        t_col = torch.cat([torch.full((c.numel(),), t, dtype=torch.int64, device=device)
+                           for t, _, c in chosen for _ in range(steps)])
+        k_col = torch.cat([torch.full((c.numel(),), k, dtype=torch.int64, device=device)
+                           for _, _, c in chosen for k in range(steps)])
+        values = _values(keys[all_runs], t_col, k_col, all_clients, kind, width, torch.float64)
+        start = 0
+        for t, _, clients in chosen:
+            for k in range(steps):
+                n = clients.numel()
+                self._cache[(int(t), k, kind)] = (clients, values[start:start + n])
+                start += n
+        return len(chosen)
+

@@ -20,14 +20,15 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Generators, local_sgd, replace_rows
+from .base import Algorithm, Round, local_sgd
 
 __all__ = ["Scaffold", "ScaffoldState"]
 
 
 @dataclass(frozen=True, eq=False)
 class ScaffoldState:
-    """``x`` global model, ``c`` server control (d,), ``c_clients`` client controls (N, d)."""
+    """Per run (batch axis first): ``x`` global model (B, d), ``c`` server control (B, d),
+    ``c_clients`` client controls (B, N, d)."""
 
     x: torch.Tensor
     c: torch.Tensor
@@ -43,16 +44,17 @@ class Scaffold(Algorithm):
     up_vectors = 2
 
     def init(self, problem, x0: torch.Tensor) -> ScaffoldState:
-        return ScaffoldState(x=x0, c=x0.new_zeros(problem.dim), c_clients=x0.new_zeros((problem.n_clients, problem.dim)))
+        b, n, d = x0.shape[0], problem.n_clients, problem.dim
+        return ScaffoldState(x=x0, c=x0.new_zeros((b, d)), c_clients=x0.new_zeros((b, n, d)))
 
-    def round(self, state: ScaffoldState, problem, active, t: int, generators: Generators) -> ScaffoldState:
-        m = active.numel()
-        if not m:
+    def round(self, state: ScaffoldState, problem, r: Round) -> ScaffoldState:
+        if not r.m:
             return state
-        c_old = state.c_clients[active]
-        Y, mean_grad = local_sgd(state.x, problem, active, self.eta_l, self.local_steps, generators,
-                                 correction=state.c - c_old)
+        start, c_old = r.rows(state.x), r.take(state.c_clients)
+        Y, mean_grad = local_sgd(start, problem, r, r.rows(r.eta_l), self.local_steps,
+                                 correction=r.rows(state.c) - c_old)
         c_new = mean_grad                                     # = c_i − c + (x − y)/(K η_l)
-        x = state.x + self.eta_g * (Y - state.x).mean(dim=0)
-        c = state.c + (c_new - c_old).sum(dim=0) / problem.n_clients
-        return ScaffoldState(x=x, c=c, c_clients=replace_rows(state.c_clients, active, c_new))
+        x = state.x + r.eta_g * (r.sum(Y - start) / r.count[:, None])
+        c = state.c + r.sum(c_new - c_old) / problem.n_clients
+        return ScaffoldState(x=r.where_active(x, state.x), c=r.where_active(c, state.c),
+                             c_clients=r.put(state.c_clients, c_new))

@@ -17,7 +17,7 @@ from importlib import import_module
 
 #: Public name → the module that defines it.
 _HOMES = {
-    "check": "checking", "CheckResult": "checking", "covered_algorithms": "checking",
+    "check": "checking", "check_many": "checking", "CheckResult": "checking", "covered_algorithms": "checking",
     "estimate_constants": "constants", "EstimatedConstants": "constants",
     "conformance": "counterexamples", "ConformanceResult": "counterexamples",
     "Theorem": "theorems", "user_theorem": "theorems",

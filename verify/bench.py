@@ -3,7 +3,9 @@
 Ratios (not seconds) are what the project tracks: both sides run on the same machine,
 on the same input, one after the other, and the best of several repetitions is kept.
 The rows: delay metrics against the plain numpy form; Monte-Carlo E[τ_max] against a
-loop over freshly drawn traces; training rounds against a per-client loop with a torch
+loop over freshly drawn traces; checks, paper tables, a conformance search and rounds per
+second with runs in batches against the same runs one at a time (``verify.bench_checks``);
+training rounds against a per-client loop with a torch
 module and optimiser per client; FedAvg against Flower's simulation engine on the same
 workload (when ``fedverify[peers]`` is installed); and, where a CUDA device is present,
 delay metrics and training rounds on it against the same code on the CPU.
@@ -366,6 +368,7 @@ def cnn_local_step_ratio(quick: bool = False, clients: int = 20, batch: int = 10
     import torch
 
     from algorithms.data import load
+    from algorithms.noise import NoiseStream
     from algorithms.problems import Classifier
 
     steps = steps or (3 if quick else 10)
@@ -376,14 +379,15 @@ def cnn_local_step_ratio(quick: bool = False, clients: int = 20, batch: int = 10
     params = problem.x0 + 0.01 * torch.randn(active.numel(), problem.dim, generator=torch.Generator().manual_seed(0))
     grads = {}
 
+    noise = NoiseStream(1)
+
     def timed_steps(grouped: bool) -> float:
         problem._grouped = grouped
         best = float("inf")
         for _ in range(3):
-            generator = torch.Generator().manual_seed(1)
             start = time.perf_counter()
-            for _ in range(steps):
-                grads[grouped] = problem.stochastic_grads(params, active, generator)
+            for k in range(steps):
+                grads[grouped] = problem.stochastic_grads(params, active, noise.draws(0, k, active))
             best = min(best, time.perf_counter() - start)
         return best
 
@@ -508,7 +512,9 @@ def _best_time(fn, repeats: int = 3, enough: float = 2.0) -> float:
 
 
 def run_all(quick: bool = False, workers: int = 1) -> list[Ratio | Skipped]:
-    return [delay_metrics_ratio(quick=quick), *monte_carlo_ratios(quick=quick, workers=workers),
+    from .bench_checks import batch_ratios
+
+    return [delay_metrics_ratio(quick=quick), *monte_carlo_ratios(quick=quick, workers=workers), *batch_ratios(quick),
             *training_round_ratios(quick=quick), cnn_local_step_ratio(quick=quick), flower_ratio(quick=quick),
             *gpu_ratios(quick=quick)]
 

@@ -27,10 +27,10 @@ from participation.patterns import Pattern
 from .constants import EstimatedConstants, estimate_constants
 from .theorems.contract import Setup, Theorem
 from .theorems.delay import STEP_MODES, BoundSpec, bound_spec
-from .theorems.runner import run_plan
+from .theorems.runner import run_plans
 from .verdicts import CheckResult, confidence_limits, distinct_seeds, verdict
 
-__all__ = ["check", "CheckResult", "verdict", "confidence_limits", "resolve_bound", "resolve_theorem",
+__all__ = ["check", "check_many", "CallError", "CheckResult", "verdict", "confidence_limits", "resolve_bound", "resolve_theorem",
            "covered_algorithms"]
 
 
@@ -182,6 +182,43 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
     algorithm, seed)`` is called after every run (``fedverify check --record`` writes each run's
     record with it).
     """
+    theorem, setup, kwargs, device = _prepare(
+        algorithm, problem, trace_or_pattern, bound, seeds, rounds=rounds, confidence=confidence, traces=traces,
+        step_sizes=step_sizes, local_steps=local_steps, constants=constants, hparams=hparams, trace_seed=trace_seed,
+        device=device, on_run=on_run)
+    return run_plans([(theorem, setup, kwargs)], device=device)[0]
+
+
+class CallError(ValueError):
+    """A call of :func:`check_many` refused: ``index`` is its position, the message says why."""
+
+    def __init__(self, index: int, message: str):
+        super().__init__(message)
+        self.index = index
+
+
+def check_many(calls: list[dict]) -> list[CheckResult]:
+    """``check(**call)`` for every keyword dict in ``calls``, their runs batched together
+    (``verify.theorems.runner.run_plans``); the results are those of the calls one by one.
+    The calls must share one ``device``; a call refused before any run raises
+    :class:`CallError` naming its index."""
+    prepared = []
+    for index, call in enumerate(calls):
+        try:
+            prepared.append(_prepare(**call))
+        except ValueError as err:
+            raise CallError(index, str(err)) from None
+    devices = {str(device) for *_, device in prepared}
+    if len(devices) > 1:
+        raise ValueError(f"check_many runs on one device, got {sorted(devices)}")
+    device = prepared[0][3] if prepared else None
+    return run_plans([(theorem, setup, kwargs) for theorem, setup, kwargs, _ in prepared], device=device)
+
+
+def _prepare(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seeds=5, *, rounds=None,
+             confidence: float = 0.95, traces=None, step_sizes: str | None = None, local_steps: int = 1,
+             constants=None, hparams: dict | None = None, trace_seed: int = 0, device=None, on_run=None):
+    """The validated (theorem, setup, judge keywords, device) of one ``check`` call."""
     if not (hasattr(problem, "n_clients") and hasattr(problem, "stochastic_grads")):
         raise ValueError(f"problem must be an algorithms problem (algorithms.problems: Quadratic, Logistic, "
                          f"Classifier or your own), got {type(problem).__name__}")
@@ -221,8 +258,7 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
     setup = Setup(problem=problem, algorithm=builder.name, hparams={**builder.hparams, **options}, given=given,
                   constants=consts, trace=trace, pattern=pattern, seeds=seeds, trace_seed=trace_seed, build=builder.build,
                   step_mode=step_sizes, given_steps=builder.given, n_traces=traces, confidence=float(confidence))
-    return run_plan(theorem, setup, confidence=confidence, device=device, const_info=const_info, notes=notes,
-                    on_run=on_run)
+    return theorem, setup, dict(confidence=confidence, const_info=const_info, notes=notes, on_run=on_run), device
 
 
 def _constants(problem, constants, N: int, K: int, T: int) -> tuple[Constants, dict, list[str]]:

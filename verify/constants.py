@@ -186,18 +186,21 @@ def hessian_spectral_norms(problem, points: torch.Tensor, iters: int = 200, seed
 
 
 def _variance(problem, points: torch.Tensor, samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(P, N) sample means of ‖g_i(x_p) − ∇f_i(x_p)‖² over ``samples`` draws and their standard errors."""
+    """(P, N) sample means of ‖g_i(x_p) − ∇f_i(x_p)‖² over ``samples`` draws and their standard
+    errors; draw s at point p takes the noise of ``NoiseStream(seed)`` at round p, step s."""
+    from algorithms.noise import NoiseStream
+
     N = problem.n_clients
     clients = torch.arange(N, device=points.device)
+    noise = NoiseStream(seed)
     means, errors = [], []
     for p, x in enumerate(points):
         exact = problem.client_grads(x)
         X = x.expand(N, -1)
         draws = []
         for s in range(samples):
-            state = np.random.SeedSequence(seed, spawn_key=(p, s)).generate_state(1, np.uint64)[0]
-            gen = torch.Generator(device=points.device).manual_seed(int(state) >> 1)
-            draws.append((problem.stochastic_grads(X, clients, gen) - exact).square().sum(dim=1))
+            G = problem.stochastic_grads(X, clients, noise.draws(p, s, clients))
+            draws.append((G - exact).square().sum(dim=1))
         draws = torch.stack(draws).cpu().numpy()
         means.append(draws.mean(axis=0))
         errors.append(draws.std(axis=0, ddof=1) / math.sqrt(samples) if samples > 1 else np.full(N, np.inf))

@@ -163,15 +163,16 @@ def fedsum_experiment(problem, rounds: int = 100, *, algorithms=ALGORITHMS, patt
                       record_every: int = 5, device=None, progress: bool = False,
                       local_schedule="sqrt", on_run=None, runs_folder=None, problem_key=None) -> ExperimentResult:
     """Run every algorithm under every pattern (the same trace and noise seed for all), with
-    η_l scaled per round by ``local_schedule`` (see ``algorithms.schedules``).
-    ``on_run(done, algorithm, pattern, curve, seconds)`` is called after each run (seconds is
-    0.0 for a run read back). With ``runs_folder``, each finished run is saved there as
+    η_l scaled per round by ``local_schedule`` (see ``algorithms.schedules``); an algorithm's
+    runs under the patterns run as one batch (``algorithms.run_batch``).
+    ``on_run(done, algorithm, pattern, curve, seconds)`` is called after each run (seconds: its
+    share of its batch's time; 0.0 for a run read back). With ``runs_folder``, each finished run is saved there as
     ``<sha256 of its configuration>.json`` (``problem_key``, a JSON-able description of the
     problem, is part of it; default ``repr(problem)``) and a run already saved is read back,
     not run again."""
     import time
 
-    from algorithms import get, run
+    from algorithms import get, run_batch
     from participation import preset
 
     n, patterns = problem.n_clients, tuple(patterns)
@@ -180,45 +181,70 @@ def fedsum_experiment(problem, rounds: int = 100, *, algorithms=ALGORITHMS, patt
     setting = _setting(problem, rounds, local_steps, eta_l, eta_g, local_schedule, seed, record_every)
     result = ExperimentResult(setting)
     jobs = [(a, p) for a in algorithms for p in patterns]
+    bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        jobs = tqdm(jobs, desc="experiment runs")
+        bar = tqdm(total=len(jobs), desc="experiment runs")
     key = repr(problem) if problem_key is None else problem_key
-    for done, (name, pattern) in enumerate(jobs, start=1):
-        start = time.perf_counter()
-        saved = None if runs_folder is None else _run_path(runs_folder, key, setting, name, pattern)
-        if saved is not None and saved.is_file():
-            curve, stopped = _read_run(saved)
-            result.curves[(name, pattern)] = curve
-            if stopped:
-                result.stopped[(name, pattern)] = stopped
-            if on_run is not None:
-                on_run(done, name, pattern, curve, 0.0)
+    saved = {job: None if runs_folder is None else _run_path(runs_folder, key, setting, *job) for job in jobs}
+    done = 0
+    for name in algorithms:
+        pending = []
+        for pattern in patterns:
+            path = saved[(name, pattern)]
+            if path is not None and path.is_file():
+                curve, stopped = _read_run(path)
+                result.curves[(name, pattern)] = curve
+                if stopped:
+                    result.stopped[(name, pattern)] = stopped
+                done += 1
+                if bar is not None:
+                    bar.update(1)
+                if on_run is not None:
+                    on_run(done, name, pattern, curve, 0.0)
+            else:
+                pending.append(pattern)
+        if not pending:
             continue
         extra = dict(EXTRA.get(name, {}))
         if name == "fedawe" and local_schedule is not None:
             extra["local_decay"] = False
         algorithm = get(name, eta_l=eta_l, eta_g=eta_g, local_steps=local_steps, **extra)
-        history = run(algorithm, problem, traces[pattern], seed=seed, device=device, record_every=record_every,
-                      local_schedule=local_schedule)
-        sent = np.cumsum(history.uplink + history.downlink) / problem.dim
-        recorded, loss = history.rounds, history.loss
-        accuracy = history.accuracy if history.accuracy is not None else np.array([])
-        if history.stopped is None and (recorded.size == 0 or recorded[-1] < rounds):
-            # the history holds x_0 … x_{T−1} (the theorems' left side); the experiment reports x_T too
-            recorded, loss, accuracy = _with_final_model(problem, history, recorded, loss, accuracy, rounds, device)
-        result.curves[(name, pattern)] = {
-            "rounds": recorded, "loss": loss, "accuracy": accuracy,
-            "communication": np.concatenate([[0.0], sent])[np.minimum(recorded, sent.size)],
-        }
-        if history.stopped:
-            result.stopped[(name, pattern)] = history.stopped
-        if saved is not None:
-            _write_run(saved, key, setting, name, pattern, result.curves[(name, pattern)], history.stopped)
-        if on_run is not None:
-            on_run(done, name, pattern, result.curves[(name, pattern)], time.perf_counter() - start)
-    return result
+        start = time.perf_counter()
+        # the algorithm's runs under every pending pattern, as one batch (same seed, own trace each)
+        histories = run_batch(algorithm, problem, [traces[p] for p in pending], seed, device=device,
+                              record_every=record_every, local_schedule=local_schedule)
+        seconds = (time.perf_counter() - start) / len(pending)
+        for pattern, history in zip(pending, histories):
+            sent = np.cumsum(history.uplink + history.downlink) / problem.dim
+            recorded, loss = history.rounds, history.loss
+            accuracy = history.accuracy if history.accuracy is not None else np.array([])
+            if history.stopped is None and (recorded.size == 0 or recorded[-1] < rounds):
+                # the history holds x_0 … x_{T−1} (the theorems' left side); the experiment reports x_T too
+                recorded, loss, accuracy = _with_final_model(problem, history, recorded, loss, accuracy, rounds, device)
+            result.curves[(name, pattern)] = {
+                "rounds": recorded, "loss": loss, "accuracy": accuracy,
+                "communication": np.concatenate([[0.0], sent])[np.minimum(recorded, sent.size)],
+            }
+            if history.stopped:
+                result.stopped[(name, pattern)] = history.stopped
+            if saved[(name, pattern)] is not None:
+                _write_run(saved[(name, pattern)], key, setting, name, pattern, result.curves[(name, pattern)],
+                           history.stopped)
+            done += 1
+            if bar is not None:
+                bar.update(1)
+            if on_run is not None:
+                on_run(done, name, pattern, result.curves[(name, pattern)], seconds)
+    if bar is not None:
+        bar.close()
+    ordered = ExperimentResult(setting)
+    for job in jobs:
+        ordered.curves[job] = result.curves[job]
+        if job in result.stopped:
+            ordered.stopped[job] = result.stopped[job]
+    return ordered
 
 
 def _setting(problem, rounds, local_steps, eta_l, eta_g, local_schedule, seed, record_every) -> dict:
@@ -227,9 +253,11 @@ def _setting(problem, rounds, local_steps, eta_l, eta_g, local_schedule, seed, r
     local_rate_factor(local_schedule)
     schedule_name = (local_schedule if isinstance(local_schedule, str) or local_schedule is None
                      else getattr(local_schedule, "__name__", "custom"))
+    from algorithms.noise import SCHEME
+
     return {"n_clients": problem.n_clients, "rounds": rounds, "local_steps": local_steps, "eta_l": eta_l,
             "eta_g": eta_g, "local_schedule": schedule_name, "seed": seed, "record_every": record_every,
-            "dim": problem.dim}
+            "dim": problem.dim, "noise": SCHEME}
 
 
 def data_digest(problem) -> str:

@@ -41,9 +41,9 @@ What the pieces do
   K steps x ← x − η_l g_i(x) from the global model, replying with the new local model and an
   equal weight (``num-examples`` = 1), so that ``FedAvg``'s weighted mean is the plain mean over
   the replies, (1/|S_t|) Σ_{i∈S_t}, the aggregation of fedverify's ``fedavg`` with η_g = 1. Its
-  gradient noise of round t, step k comes from ``algorithms.NoiseStream(seed)`` as in
-  fedverify's engine, so a Flower run repeats ``algorithms.run(get("fedavg", ...), problem,
-  trace, seed)`` up to floating-point rounding.
+  gradient noise of round t, step k comes from ``algorithms.NoiseStream(seed)`` at (t, k, its
+  client) as in fedverify's engine, so a Flower run repeats ``algorithms.run(get("fedavg", ...),
+  problem, trace, seed)`` up to floating-point rounding.
 
 * :func:`simulate` runs ``flwr.simulation.run_simulation`` with the lightest settings that work
   (Ray is the only backend of Flower's simulation engine: no dashboard, one CPU per ClientApp,
@@ -313,8 +313,8 @@ def sgd_client_app(problem, eta_l: float, local_steps: int, seed=0, *, weight_ke
 
     Train: from the received model x (the message's ArrayRecord, any layout of ``problem.dim``
     numbers), K = ``local_steps`` steps y ← y − η_l g_i(y), g_i the problem's stochastic
-    gradient with the noise of ``algorithms.NoiseStream(seed)`` at (round t, step k), t read from
-    the config (``"fedverify-round"``, else Flower's ``"server-round"`` − 1); replies y in x's
+    gradient with the noise of ``algorithms.NoiseStream(seed)`` at (round t, step k, client i), t
+    read from the config (``"fedverify-round"``, else Flower's ``"server-round"`` − 1); replies y in x's
     layout and ``{weight_key: 1}``. Evaluate: replies ``{"loss": f_i(x), weight_key: 1}``.
     Query: answers fedverify's discovery query (:func:`answer_partition_queries`).
     """
@@ -355,7 +355,7 @@ def sgd_client_app(problem, eta_l: float, local_steps: int, seed=0, *, weight_ke
         clients = torch.tensor([client], device=problem.device)
         y = x.unsqueeze(0)
         for k in range(local_steps):
-            y = y - eta_l * problem.stochastic_grads(y, clients, noise.generator(t, k))
+            y = y - eta_l * problem.stochastic_grads(y, clients, noise.draws(t, k, clients))
         reply = RecordDict({"arrays": arrays_like(arrays, y[0].detach().cpu().numpy()),
                             "metrics": MetricRecord({weight_key: 1})})
         return Message(reply, reply_to=msg)

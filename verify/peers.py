@@ -77,9 +77,9 @@ def version() -> str:
 class SharedBatches:
     """The engine's mini-batch positions, so that Flower's clients train on the same samples.
 
-    For local step k of round t the engine draws u ~ U[0,1) as one float64 (N, B) block
-    from ``NoiseStream(seed).generator(t, k)`` and client i uses rows ⌊u_ib·n_i⌋ of its
-    own data (``ClientData.batch_positions``); ``rows`` repeats that draw and keeps row i.
+    For local step k of round t the engine gives client i the B uniforms u of
+    ``NoiseStream(seed).draws(t, k, [i]).uniform(B)`` and it uses rows ⌊u_b·n_i⌋ (at most
+    n_i − 1) of its own data (``ClientData.batch_positions``); ``rows`` repeats that draw.
     """
 
     seed: int
@@ -87,10 +87,9 @@ class SharedBatches:
     batch_size: int
 
     def rows(self, client: int, t: int, k: int) -> torch.Tensor:
-        generator = NoiseStream(self.seed).generator(t, k)
-        u = torch.rand((len(self.sizes), self.batch_size), generator=generator, dtype=torch.float64)
+        u = NoiseStream(self.seed).draws(t, k, torch.tensor([client])).uniform(self.batch_size, torch.float64)[0]
         n = self.sizes[client]
-        return torch.clamp((u[client] * n).long(), max=n - 1)
+        return torch.clamp((u * n).long(), max=n - 1)
 
 
 def local_training(weight: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, batches,

@@ -1,11 +1,15 @@
 """The interface every federated problem implements (torch tensors, all clients at once).
 
 A problem owns the data and gradients of all N clients. Parameters are flat vectors of
-length ``dim``; many client models are a matrix ``X`` of shape (m, dim). Stochastic
-gradients are drawn for all N clients from the generator handed in (in a fixed order)
-and the requested rows are kept, so the noise of client i at a given (round, step) does
-not depend on who else is active or on the algorithm: two algorithms run with the same
-seed see identical noise.
+length ``dim``; many client models are a matrix ``X`` of shape (m, dim). A stochastic
+gradient takes its randomness from the :class:`~algorithms.noise.Draws` handed in, keyed by
+(seed, round, step, client), so the noise of client i at a given (round, step) depends on
+nothing else: not on who else is active, the algorithm or the runs batched beside it; two
+algorithms run with the same seed see identical noise. ``noise_draws()`` declares what one
+call takes, so that the engine computes the draws of many rounds at once.
+
+The ``*_batch`` methods evaluate B models (B, dim) at once, for a batch of runs; the defaults
+evaluate them one by one, and problems with cheap closed forms override them.
 """
 from __future__ import annotations
 
@@ -65,12 +69,38 @@ class FederatedProblem(ABC):
         """(m, dim): the exact ∇f_{clients[j]}(X[j]) for m client models at once."""
 
     @abstractmethod
-    def stochastic_grads(self, X: torch.Tensor, clients: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """(m, dim): a stochastic gradient g_{clients[j]}(X[j]) per row, one fresh draw each.
+    def stochastic_grads(self, X: torch.Tensor, clients: torch.Tensor, draws) -> torch.Tensor:
+        """(m, dim): a stochastic gradient g_{clients[j]}(X[j]) per row, one fresh draw each,
+        with the randomness of ``draws`` (an ``algorithms.noise.Draws`` for those rows)."""
 
-        The draw is made for all N clients from ``generator`` (always the same amount of
-        randomness) and the rows of ``clients`` are used.
-        """
+    def noise_draws(self) -> tuple[str, int] | None:
+        """(kind, width) of the draws one ``stochastic_grads`` call takes per row ("normal" or
+        "uniform"), or None when it takes none."""
+        return None
+
+    # --- B models at once ---------------------------------------------------------------
+    def loss_batch(self, X: torch.Tensor) -> torch.Tensor:
+        """(B,): f at each row of X (B, dim)."""
+        return torch.stack([torch.as_tensor(self.loss(x), dtype=X.dtype, device=X.device) for x in X])
+
+    def full_grad_batch(self, X: torch.Tensor) -> torch.Tensor:
+        """(B, dim): ∇f at each row of X."""
+        return torch.stack([self.full_grad(x) for x in X])
+
+    def loss_and_grad_batch(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(loss_batch(X), full_grad_batch(X))``, for problems that share work between the two."""
+        return self.loss_batch(X), self.full_grad_batch(X)
+
+    def client_grads_batch(self, X: torch.Tensor) -> torch.Tensor:
+        """(B, N, dim): ∇f_i at each row of X, for every client."""
+        return torch.stack([self.client_grads(x) for x in X])
+
+    def accuracy_batch(self, X: torch.Tensor) -> torch.Tensor | None:
+        """(B,): the accuracy at each row of X, or None where the problem has none."""
+        values = [self.accuracy(x) for x in X]
+        if all(v is None for v in values):
+            return None
+        return torch.tensor([float("nan") if v is None else v for v in values], dtype=torch.float64, device=X.device)
 
     def client_losses(self, x: torch.Tensor) -> torch.Tensor:
         """(N,): f_i(x) for every client (problems that can say; the CA-Fed theorems need them)."""

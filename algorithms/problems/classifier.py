@@ -13,8 +13,9 @@ Many client models are evaluated at once with ``torch.func.functional_call`` und
 copies as one grouped network instead (``grouped``: the same numbers, 2–4× faster on a CPU),
 and f and ∇f at one point are one weighted pass over the real samples (no padding).
 Stochastic gradients use mini-batches of
-``batch_size`` samples drawn uniformly **with replacement** from the client's data, on the
-data's device (``ClientData.minibatch``). The network runs in eval mode: Table 2's dropout
+``batch_size`` samples drawn uniformly **with replacement** from the client's data, at
+positions from the uniforms of the run's noise at (round, step, client)
+(``ClientData.minibatch``). The network runs in eval mode: Table 2's dropout
 (MNIST net) is the identity, so f_i is a deterministic function of x and the mini-batch is
 the only noise, as Assumption 1.2 has it; the table has no batch norm,
 so no state is shared across clients. Since f is non-convex, the constants are estimates
@@ -319,11 +320,11 @@ class Classifier(ClientDataProblem):
         clients = self._check_X(X, clients)
         return self._over_samples(grad(self._data_loss), (X,), (0,), rows=clients) + self.reg * X
 
-    def stochastic_grads(self, X: torch.Tensor, clients, generator: torch.Generator) -> torch.Tensor:
+    def stochastic_grads(self, X: torch.Tensor, clients, draws) -> torch.Tensor:
         """∇ of (1/B) Σ_b CE_{j_b}(X[k]) + (reg/2)‖X[k]‖², j_b uniform with replacement on
-        the client's data; positions drawn for all N clients (``ClientData.batch_positions``)."""
+        the client's data, at the positions ``ClientData.batch_positions`` takes from ``draws``."""
         clients = self._check_X(X, clients)
-        A, y = self.data.minibatch(clients, generator, self.batch_size)
+        A, y = self.data.minibatch(clients, draws, self.batch_size)
         if self._grouped:
             with torch.enable_grad():
                 Xg = X.detach().requires_grad_()
@@ -333,6 +334,10 @@ class Classifier(ClientDataProblem):
             return G + self.reg * X
         w = torch.full(y.shape, 1.0 / self.batch_size, dtype=self.dtype, device=self.device)
         return vmap(grad(self._data_loss))(X, A, y, w) + self.reg * X
+
+    def noise_draws(self) -> tuple[str, int]:
+        """B uniforms per row: the mini-batch positions."""
+        return ("uniform", self.batch_size)
 
     def accuracy(self, x: torch.Tensor) -> float:
         """Fraction of the held-out samples classified correctly when a test split was given,

@@ -162,7 +162,7 @@ class ClientData:
         self.y = torch.as_tensor(y, device=self.device)
         self.weights = torch.as_tensor(w, **kw)
         self.counts = torch.as_tensor(self.sizes, device=self.device)
-        self._counts64 = torch.as_tensor(self.sizes, dtype=torch.float64)
+        self._counts64 = torch.as_tensor(self.sizes, dtype=torch.float64, device=self.device)
 
     def to(self, device=None, dtype=None) -> "ClientData":
         """A copy with tensors on ``device`` in ``dtype`` (None keeps the current one)."""
@@ -185,20 +185,24 @@ class ClientData:
             raise ValueError(f"clients must lie in 0..{self.n_clients - 1}, got {clients.tolist()}")
         return clients.long()
 
-    def batch_positions(self, generator: torch.Generator, batch_size: int) -> torch.Tensor:
-        """(N, B) positions, uniform with replacement in 0..n_i−1 per client: ⌊u·n_i⌋ with
-        u ~ U[0,1) drawn as one float64 (N, B) block from ``generator`` (on its own
-        device), so the draw never depends on which clients are used or on the dtype."""
-        if not isinstance(generator, torch.Generator):
-            raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-        u = torch.rand((self.n_clients, batch_size), generator=generator, dtype=torch.float64, device=generator.device)
-        counts = self._counts64.to(u.device)
-        pos = torch.minimum((u * counts[:, None]).long(), counts.long()[:, None] - 1)
-        return pos.to(self.device)
+    def batch_positions(self, clients: torch.Tensor, draws, batch_size: int) -> torch.Tensor:
+        """(m, B) positions, uniform with replacement in 0..n_i−1 for client i = ``clients[j]``:
+        ⌊u·n_i⌋ (at most n_i − 1) with u the B float64 uniforms in [0, 1) of ``draws`` (an
+        ``algorithms.noise.Draws`` for the rows of ``clients``) for row j, so a client's
+        mini-batch depends on (seed, round, step, client) alone: not on the other rows or
+        on the dtype."""
+        if not callable(getattr(draws, "uniform", None)):
+            raise ValueError(f"draws must be an algorithms.noise.Draws, got {type(draws).__name__}")
+        u = draws.uniform(batch_size, torch.float64)
+        if u.shape[0] != clients.shape[0]:
+            raise ValueError(f"draws has {u.shape[0]} rows but clients has {clients.shape[0]}")
+        counts = self._counts64[clients][:, None]
+        return torch.minimum((u * counts).long(), counts.long() - 1)
 
-    def minibatch(self, clients: torch.Tensor, generator: torch.Generator, batch_size: int):
-        """Features (m, B, d) and labels (m, B) of one fresh mini-batch per row of ``clients``."""
-        pos = self.batch_positions(generator, batch_size)[clients]
+    def minibatch(self, clients: torch.Tensor, draws, batch_size: int):
+        """Features (m, B, d) and labels (m, B) of one fresh mini-batch per row of ``clients``,
+        at the positions ``batch_positions(clients, draws, batch_size)``."""
+        pos = self.batch_positions(clients, draws, batch_size)
         rows = clients[:, None]
         return self.X[rows, pos], self.y[rows, pos]
 

@@ -28,7 +28,8 @@ class FunctionProblem(FederatedProblem):
     ``loss(i, x)``: f_i(x) for client i at a flat float64 tensor x of shape (d,), a 0-d tensor
     or a number; ``grad(i, x)``: ∇f_i(x), shape (d,) (default: autograd through ``loss``, which
     must then be written in torch); ``stochastic_grad(i, x, generator)``: one stochastic gradient
-    drawn with the torch ``generator`` (default: the exact gradient, σ² = 0). ``x0`` is the start
+    drawn with the torch ``generator``, a CPU ``torch.Generator`` seeded from the run's noise at
+    (round, step, client) (default: the exact gradient, σ² = 0). ``x0`` is the start
     at which Δ_f and F_0 are taken. ``convex`` and ``loss_lower_bound`` say what is known of f
     (``estimate_constants`` treats f* accordingly)."""
 
@@ -89,12 +90,26 @@ class FunctionProblem(FederatedProblem):
         rows = [self.client_grad(int(i), X[j]) for j, i in enumerate(clients.tolist())]
         return torch.stack(rows) if rows else X.new_zeros((0, self.dim))
 
-    def stochastic_grads(self, X: torch.Tensor, clients: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def stochastic_grads(self, X: torch.Tensor, clients: torch.Tensor, draws) -> torch.Tensor:
+        """Row j: ``stochastic_grad(clients[j], X[j], generator)`` with the generator seeded by
+        ⌊u_j·2^53⌋, u_j the uniform of ``draws`` for row j, so the user's draw for a client
+        depends on (seed, round, step, client) alone; the exact gradients without a
+        ``stochastic_grad``."""
         if self._stochastic is None:
             return self.grads_at(X, clients)
-        rows = [self._vector(self._stochastic(int(i), X[j], generator), f"stochastic_grad({int(i)}, x, generator)")
-                for j, i in enumerate(clients.tolist())]
+        if not callable(getattr(draws, "uniform", None)):
+            raise ValueError(f"draws must be an algorithms.noise.Draws, got {type(draws).__name__}")
+        seeds = (draws.uniform(1, torch.float64)[:, 0] * 2.0**53).long().tolist()
+        if len(seeds) != clients.shape[0]:
+            raise ValueError(f"draws has {len(seeds)} rows but clients has {clients.shape[0]}")
+        rows = [self._vector(self._stochastic(int(i), X[j], torch.Generator().manual_seed(seed)),
+                             f"stochastic_grad({int(i)}, x, generator)")
+                for j, (i, seed) in enumerate(zip(clients.tolist(), seeds))]
         return torch.stack(rows) if rows else X.new_zeros((0, self.dim))
+
+    def noise_draws(self) -> tuple[str, int] | None:
+        """One uniform per row (the seed of the user's generator) when there is a ``stochastic_grad``."""
+        return None if self._stochastic is None else ("uniform", 1)
 
     def constants(self) -> ProblemConstants:
         """Nothing is known exactly: every constant is left to ``verify.estimate_constants``."""

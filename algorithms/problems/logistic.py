@@ -12,7 +12,9 @@ an unweighted mean over clients. The regulariser covers every parameter (the int
 too), so for reg > 0 each f_i is reg-strongly convex and f* is attained.
 
 A stochastic gradient of client i is the gradient on a mini-batch of ``batch_size``
-samples drawn uniformly **with replacement** from D_i (plus reg·x), unbiased for ∇f_i.
+samples drawn uniformly **with replacement** from D_i (plus reg·x), unbiased for ∇f_i; the
+positions come from the uniforms of the run's noise at (round, step, client)
+(``ClientData.batch_positions``).
 """
 from __future__ import annotations
 
@@ -48,7 +50,8 @@ class Logistic(ClientDataProblem):
     one (n_i,) integer array per client), ``reg`` ≥ 0, ``batch_size`` B ≥ 1, ``n_classes``
     (default: largest label + 1), ``intercept`` (append a constant feature). ``x0`` is the
     zero vector. All gradient methods evaluate every client in one batched tensor
-    operation over the clients' zero-padded data.
+    operation over the clients' zero-padded data; the ``*_batch`` methods evaluate B models
+    at once, and one model is a batch of one.
     """
 
     convex = True
@@ -117,11 +120,15 @@ class Logistic(ClientDataProblem):
         return torch.softmax(Z, -1) - F.one_hot(y, self.n_classes).to(Z.dtype)
 
     # -- FederatedProblem -------------------------------------------------------------
+    def _one(self, x: torch.Tensor) -> torch.Tensor:
+        """x (dim,) as a batch of one model, (1, dim): one model is evaluated as a row of a
+        batch, so that a run gives the same numbers alone and batched."""
+        self._point(x)
+        return x[None]
+
     def loss(self, x: torch.Tensor) -> torch.Tensor:
         """f(x) = (1/N) Σ_i [(1/n_i) Σ_{j∈D_i} ℓ_j(x)] + (reg/2)‖x‖²."""
-        Z = self.data.X @ self._point(x)
-        data_term = (self.data.weights * self._sample_loss(Z, self.data.y)).sum() / self.n_clients
-        return data_term + 0.5 * self.reg * (x @ x)
+        return self.loss_batch(self._one(x))[0]
 
     def client_losses(self, x: torch.Tensor) -> torch.Tensor:
         """f_i(x) = (1/n_i) Σ_{j∈D_i} ℓ_j(x) + (reg/2)‖x‖², (N,); their mean is ``loss``."""
@@ -136,9 +143,11 @@ class Logistic(ClientDataProblem):
 
     def client_grads(self, x: torch.Tensor) -> torch.Tensor:
         """∇f_i(x) = (1/n_i) Σ_j a_j r_jᵀ + reg·x, all clients in one batched matmul."""
-        d = self.data
-        R = self._residual(d.X @ self._point(x), d.y) * d.weights[..., None]
-        return (d.X.transpose(1, 2) @ R).reshape(self.n_clients, -1) + self.reg * x
+        return self.client_grads_batch(self._one(x))[0]
+
+    def full_grad(self, x: torch.Tensor) -> torch.Tensor:
+        """∇f(x) = (1/N) Σ_i ∇f_i(x)."""
+        return self.full_grad_batch(self._one(x))[0]
 
     def grads_at(self, X: torch.Tensor, clients) -> torch.Tensor:
         W, clients = self._points(X, clients)
@@ -146,20 +155,67 @@ class Logistic(ClientDataProblem):
         R = self._residual(A @ W, self.data.y[clients]) * self.data.weights[clients][..., None]
         return (A.transpose(1, 2) @ R).reshape(X.shape[0], -1) + self.reg * X
 
-    def stochastic_grads(self, X: torch.Tensor, clients, generator: torch.Generator) -> torch.Tensor:
+    def stochastic_grads(self, X: torch.Tensor, clients, draws) -> torch.Tensor:
         """(1/B) Σ_{b<B} ∇ℓ_{j_b}(X[k]) + reg·X[k], j_b uniform with replacement on the
-        client's data; the positions are drawn for all N clients (``ClientData.batch_positions``)."""
+        client's data, at the positions ``ClientData.batch_positions`` takes from ``draws``."""
         W, clients = self._points(X, clients)
-        A, y = self.data.minibatch(clients, generator, self.batch_size)
+        A, y = self.data.minibatch(clients, draws, self.batch_size)
         R = self._residual(A @ W, y) / self.batch_size
         return (A.transpose(1, 2) @ R).reshape(X.shape[0], -1) + self.reg * X
 
+    def noise_draws(self) -> tuple[str, int]:
+        """B uniforms per row: the mini-batch positions."""
+        return ("uniform", self.batch_size)
+
     def accuracy(self, x: torch.Tensor) -> float:
         """Fraction of all clients' samples classified correctly (each sample counts once)."""
-        Z = self.data.X @ self._point(x)
+        return float(self.accuracy_batch(self._one(x))[0])
+
+    # -- B models at once ---------------------------------------------------------------
+    def _models(self, X: torch.Tensor) -> torch.Tensor:
+        """X (B, dim) as B weight matrices (B, 1, p, C), broadcast over the clients."""
+        if not isinstance(X, torch.Tensor) or X.ndim != 2 or X.shape[1] != self.dim:
+            raise ValueError(f"X must be a tensor of shape (B, {self.dim}), got {getattr(X, 'shape', type(X).__name__)}")
+        return X.reshape(X.shape[0], 1, -1, self._cols)
+
+    def _logits_batch(self, X: torch.Tensor) -> torch.Tensor:
+        """(B, N, n_max, C): Z = A_i W_b for every model b and client i, one matrix product per
+        (b, i), so that each model's numbers do not depend on the others in the batch."""
+        return self.data.X @ self._models(X)
+
+    def _grads_from(self, X: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+        """(B, N, dim): ∇f_i(X[b]) = (1/n_i) Σ_j a_j r_jᵀ + reg·X[b] from the logits Z."""
+        d = self.data
+        R = self._residual(Z, d.y.expand(Z.shape[:3])) * d.weights[..., None]
+        return (d.X.transpose(1, 2) @ R).reshape(X.shape[0], self.n_clients, -1) + self.reg * X[:, None, :]
+
+    def _loss_from(self, X: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+        """(B,): f(X[b]) = (1/N) Σ_i (1/n_i) Σ_j ℓ_j(X[b]) + (reg/2)‖X[b]‖² from the logits Z."""
+        d = self.data
+        data_term = (d.weights * self._sample_loss(Z, d.y.expand(Z.shape[:3]))).sum(dim=(1, 2)) / self.n_clients
+        return data_term + 0.5 * self.reg * (X * X).sum(dim=1)
+
+    def loss_batch(self, X: torch.Tensor) -> torch.Tensor:
+        return self._loss_from(X, self._logits_batch(X))
+
+    def client_grads_batch(self, X: torch.Tensor) -> torch.Tensor:
+        return self._grads_from(X, self._logits_batch(X))
+
+    def full_grad_batch(self, X: torch.Tensor) -> torch.Tensor:
+        return self.client_grads_batch(X).mean(dim=1)
+
+    def loss_and_grad_batch(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        Z = self._logits_batch(X)
+        return self._loss_from(X, Z), self._grads_from(X, Z).mean(dim=1)
+
+    def accuracy_batch(self, X: torch.Tensor) -> torch.Tensor:
+        """(B,): the fraction of all clients' samples that model X[b] classifies correctly
+        (float64)."""
+        Z = self._logits_batch(X)
         pred = (Z[..., 0] > 0).long() if self.binary else Z.argmax(-1)
         real = self.data.weights > 0
-        return float(((pred == self.data.y) & real).sum()) / int(real.sum())
+        correct = ((pred == self.data.y) & real).sum(dim=(1, 2))
+        return correct.to(torch.float64) / int(real.sum())
 
     # -- exact quantities behind the constants -----------------------------------------
     def gradient_variance(self, x: torch.Tensor) -> torch.Tensor:

@@ -94,6 +94,7 @@ class Quadratic(FederatedProblem):
         self.device, self.dtype = device, dtype
         self.A = torch.as_tensor(self._A64, dtype=dtype, device=device)
         self.b = torch.as_tensor(self._b64, dtype=dtype, device=device)
+        self._rows = None
 
     # --- construction ---------------------------------------------------------------
     @classmethod
@@ -139,7 +140,7 @@ class Quadratic(FederatedProblem):
 
     def to(self, device=None, dtype=None) -> "Quadratic":
         new = object.__new__(Quadratic)
-        new.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("A", "b")})
+        new.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("A", "b", "_rows")})
         new._place(torch.device(device) if device is not None else self.device, dtype or self.dtype)
         return new
 
@@ -174,16 +175,47 @@ class Quadratic(FederatedProblem):
         return mu
 
     def grads_at(self, X: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
-        return self._apply(self.A[clients], X - self.b[clients])
+        cached = self.__dict__.get("_rows")
+        if cached is None or cached[0] is not clients:        # the local steps of a round share their rows
+            cached = self._rows = (clients, self.A[clients], self.b[clients])
+        return self._apply(cached[1], X - cached[2])
 
-    def stochastic_grads(self, X: torch.Tensor, clients: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """∇f_j(X_j) + s·ξ_j with ξ drawn as one (N, d) standard-normal block (rows ``clients``
-        kept); no draw at all when s = 0."""
+    def stochastic_grads(self, X: torch.Tensor, clients: torch.Tensor, draws) -> torch.Tensor:
+        """∇f_j(X_j) + s·ξ_j with ξ_j the d standard normals of ``draws`` for row j; no draw at
+        all when s = 0."""
         grads = self.grads_at(X, clients)
         if self.noise_std == 0:
             return grads
-        xi = torch.randn(self.n_clients, self.dim, generator=generator, dtype=self.dtype, device=self.device)
-        return grads + self.noise_std * xi[clients]
+        return grads + self.noise_std * draws.normal(self.dim, self.dtype)
+
+    def noise_draws(self) -> tuple[str, int] | None:
+        return ("normal", self.dim) if self.noise_std else None
+
+    # --- B models at once -----------------------------------------------------------
+    def _apply_all(self, D: torch.Tensor) -> torch.Tensor:
+        """A_i D[b, i] for D of shape (B, N, d), as B·N independent matrix-vector products (the
+        kernel ``_apply`` uses, so a batch evaluates each run exactly as alone)."""
+        if self.diagonal:
+            return self.A * D
+        return torch.matmul(self.A, D.unsqueeze(-1)).squeeze(-1)
+
+    def loss_batch(self, X: torch.Tensor) -> torch.Tensor:
+        D = X[:, None, :] - self.b
+        return 0.5 * (D * self._apply_all(D)).sum(dim=2).mean(dim=1)
+
+    def client_grads_batch(self, X: torch.Tensor) -> torch.Tensor:
+        return self._apply_all(X[:, None, :] - self.b)
+
+    def full_grad_batch(self, X: torch.Tensor) -> torch.Tensor:
+        return self.client_grads_batch(X).mean(dim=1)
+
+    def loss_and_grad_batch(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        D = X[:, None, :] - self.b
+        G = self._apply_all(D)
+        return 0.5 * (D * G).sum(dim=2).mean(dim=1), G.mean(dim=1)
+
+    def accuracy_batch(self, X: torch.Tensor) -> None:
+        return None
 
     # --- constants ------------------------------------------------------------------
     def _dense64(self) -> np.ndarray:

@@ -1,5 +1,6 @@
-"""MIFA, FedVARP, FedAU and FedAWE: reductions to FedAvg, FedAU's interval estimator, a
-per-client-loop reference on hypothesis traces, and convergence on logistic regression."""
+"""SCAFFOLD, MIFA, FedVARP, FedAU and FedAWE: a batch of runs equals the runs alone, reductions
+to FedAvg, FedAU's interval estimator, a per-client-loop reference on hypothesis traces, and
+convergence on logistic regression."""
 import math
 
 import numpy as np
@@ -39,21 +40,37 @@ def reference(name, problem, mask, eta_l, eta_g, K, seed, **hp):
     T, N = mask.shape
     noise = NoiseStream(seed)
 
-    def train(i, start, t, rate):
+    def g(i, xi, t, k):
+        """Client i's stochastic gradient at xi in round t, step k: the draws of client i alone."""
+        return problem.stochastic_grads(xi[None], torch.tensor([i]), noise.draws(t, k, torch.tensor([i])))[0]
+
+    def train(i, start, t, rate, correction=0.0):
         xi = start
         for k in range(K):
-            xi = xi - rate * problem.stochastic_grads(xi[None], torch.tensor([i]), noise.generator(t, k))[0]
+            xi = xi - rate * (g(i, xi, t, k) + correction)
         return xi
 
     x = torch.zeros(problem.dim, dtype=torch.float64)
-    table = [torch.zeros_like(x) for _ in range(N)]            # MIFA's G_i, FedVARP's y_i
+    table = [torch.zeros_like(x) for _ in range(N)]            # MIFA's G_i, FedVARP's y_i, SCAFFOLD's c_i
+    c_server = torch.zeros_like(x)                             # SCAFFOLD's c
     seen = [False] * N
     counts, intervals = [0] * N, [[] for _ in range(N)]        # FedAU
     stale, echo, server = [x.clone() for _ in range(N)], [1] * N, x   # FedAWE
     out = [x]
     for t in range(T):
         S = np.flatnonzero(mask[t]).tolist()
-        if name == "mifa":
+        if name == "scaffold":                                 # option II, with the model difference
+            dys, dcs = [], []
+            for i in S:
+                yi = train(i, x, t, eta_l, correction=c_server - table[i])
+                c_plus = table[i] - c_server + (x - yi) / (K * eta_l)
+                dcs.append(c_plus - table[i])
+                table[i] = c_plus
+                dys.append(yi - x)
+            if S:
+                x = x + eta_g * sum(dys) / len(S)
+                c_server = c_server + sum(dcs) / N
+        elif name == "mifa":
             for i in S:
                 table[i] = x - train(i, x, t, eta_l)
                 seen[i] = True
@@ -123,7 +140,7 @@ def cases(draw, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ("scaffold",) + NAMES)
 @given(data=st.data())
 def test_batched_equals_per_client_loop(name, data):
     case = data.draw(cases(name))
@@ -132,6 +149,71 @@ def test_batched_equals_per_client_loop(name, data):
     got = xs(case["name"], case["problem"], case["mask"], seed=case["seed"], eta_l=case["eta_l"],
              eta_g=case["eta_g"], local_steps=case["K"], **case["hp"])
     close(got, want, rel=1e-9)
+
+
+# ------------------------------------------------------------------ a batch of runs is the runs alone
+
+
+BATCH_VARIANTS = [("scaffold", {}), ("mifa", {"start": "wait"}), ("mifa", {"start": "zeros"}), ("fedvarp", {}),
+                  ("fedau", {"cutoff": 3}), ("fedau", {"known_probabilities": [0.5, 0.25, 1.0, 0.8, 0.4]}),
+                  ("fedawe", {}), ("fedawe", {"clip_norm": 0.05, "output": "server"}),
+                  ("fedawe", {"clip_norm": None, "local_decay": False})]
+STEPS = [(0.1, 1.0), (0.2, 0.5), (0.05, 1.5), (0.1, 1.2)]
+
+
+@pytest.fixture(scope="module")
+def batch_setting():
+    """Four traces on 5 clients: run 1 has empty rounds of its own, run 3 every client; round 4
+    is empty in every run (the round's early return)."""
+    problem = Quadratic.random(5, 3, heterogeneity=1.0, noise_std=0.4, seed=7)
+    masks = [preset("P1", n_clients=5, per_round=2).sample(14, seed=s).mask.copy() for s in range(4)]
+    masks[1][[0, 6, 7]] = False
+    masks[3][:] = True
+    for mask in masks:
+        mask[4] = False
+    return problem, masks, [3, 11, 3, 42]
+
+
+@pytest.mark.parametrize("name, hp", BATCH_VARIANTS, ids=lambda v: str(v))
+def test_a_batch_equals_its_runs_alone(name, hp, batch_setting):
+    """Different seeds, traces and (η_l, η_g) per run: bit-identical Histories in a batch of four,
+    in a batch of two and alone."""
+    problem, masks, seeds = batch_setting
+    algs = [algorithms.get(name, eta_l=e, eta_g=g, local_steps=2, **hp) for e, g in STEPS]
+    batch = algorithms.run_batch(algs, problem, masks, seeds)
+    pair = algorithms.run_batch(algs[1:3], problem, masks[1:3], seeds[1:3])
+    alone = [algorithms.run(a, problem, m, seed=s) for a, m, s in zip(algs, masks, seeds)]
+    for a, b in zip(alone, batch):
+        assert a.stopped is None and a.same_as(b)
+        assert np.array_equal(a.averaged_params, b.averaged_params)
+    assert pair[0].same_as(alone[1]) and pair[1].same_as(alone[2])
+    assert not alone[0].same_as(alone[2])            # same seed, other trace and step sizes
+
+
+@pytest.mark.parametrize("name, hp", BATCH_VARIANTS, ids=lambda v: str(v))
+def test_each_run_of_a_batch_is_the_per_client_loop(name, hp, batch_setting):
+    """Each run of a batch, with its own η_l and η_g (FedAWE's decay applied to each run's η_l),
+    follows the per-client loop written from the papers' definitions with the same draws."""
+    problem, masks, seeds = batch_setting
+    algs = [algorithms.get(name, eta_l=e, eta_g=g, local_steps=2, **hp) for e, g in STEPS]
+    for (eta_l, eta_g), mask, seed, h in zip(STEPS, masks, seeds, algorithms.run_batch(algs, problem, masks, seeds)):
+        want = reference(name, problem, mask, eta_l, eta_g, 2, seed, **hp)
+        close(h.final_params, want[-1], rel=1e-10)
+        close(h.loss, [float(problem.loss(x)) for x in want[:-1]], rel=1e-10)
+
+
+def test_scaffold_server_control_is_the_mean_client_control():
+    """c = (1/N) Σ_i c_i (SCAFFOLD's invariant) in every round of a partial-participation run with
+    empty rounds, and c_i⁺ = (1/K) Σ_k g_i(y_k) equals option II's (c_i − c) + (x − y_i)/(K η_l)."""
+    problem = Quadratic.random(5, 3, heterogeneity=2.0, noise_std=0.5, seed=5)
+    mask = preset("P1", n_clients=5, per_round=2).sample(10, seed=3).mask.copy()
+    mask[[2, 5]] = False
+    run = list(algorithms.iterate(algorithms.get("scaffold", eta_l=0.1, eta_g=1.2, local_steps=3), problem, mask,
+                                  seed=9))
+    for s in run:
+        close(s.c, s.c_clients.mean(0), rel=1e-13)
+    want = reference("scaffold", problem, mask, 0.1, 1.2, 3, seed=9)
+    close(torch.stack([s.x for s in run]), want, rel=1e-11)
 
 
 # ------------------------------------------------------------------ reductions to FedAvg
@@ -172,7 +254,8 @@ def test_fedawe_full_participation_with_decay_is_fedavg_with_decayed_local_rate(
         want.append(x)
         X = x.expand(4, -1)
         for k in range(2):
-            X = X - 0.2 / math.sqrt(t / 10 + 1) * problem.stochastic_grads(X, torch.arange(4), noise.generator(t, k))
+            draws = noise.draws(t, k, torch.arange(4))
+            X = X - 0.2 / math.sqrt(t / 10 + 1) * problem.stochastic_grads(X, torch.arange(4), draws)
         x = x - 1.5 * (x - X).mean(0)
     want.append(x)
     close(xs("fedawe", problem, np.ones((10, 4), dtype=bool), seed, clip_norm=None, eta_l=0.2, eta_g=1.5,
@@ -270,7 +353,7 @@ def test_fedau_known_probabilities(seed, p):
         S = torch.as_tensor(np.flatnonzero(mask[t]))
         X = x.expand(len(S), -1)
         for k in range(K):
-            X = X - eta_l * problem.stochastic_grads(X, S, noise.generator(t, k))
+            X = X - eta_l * problem.stochastic_grads(X, S, noise.draws(t, k, S))
         w = 1 / torch.tensor(p, dtype=torch.float64)[S]
         x = x - eta_g * ((x - X) * w[:, None]).sum(0) / 4
     want.append(x)

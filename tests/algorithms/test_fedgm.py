@@ -11,7 +11,7 @@ from hypothesis.extra.numpy import arrays
 import algorithms
 from algorithms import NoiseStream
 from algorithms.autonomous import ALGORITHMS as AUTONOMOUS
-from algorithms.autonomous import ARRIVAL_KEY
+from algorithms.autonomous import ARRIVAL_KEY, draw_arrivals
 from algorithms.fedgm import ALGORITHMS as MOMENTUM
 from algorithms.problems import Logistic, Quadratic
 from algorithms.registry import register
@@ -41,9 +41,11 @@ def xs(name, problem, mask, seed=0, **hp):
 def reference(name, problem, mask, seed, eta_l, K, eta_g, beta, nu=None, schedule=None, max_delay=1, max_epochs=1):
     """The boxes client by client, one step at a time: LocalOPT (Algorithm 2), the mean
     Δ_t, the server step of ``name``; for the autonomous variant the stale start, K_{t,i}
-    steps and the division by K_{t,i} (Algorithm 4; App. B.2). Returns x_0..x_T."""
+    steps and the division by K_{t,i} (Algorithm 4; App. B.2), with client i's arrival drawn
+    from its own uniforms (u_1, u_2) of step key ARRIVAL_KEY: τ = ⌊u_1·min(D, t+1)⌋,
+    K_{t,i} = K·(1 + ⌊u_2·E⌋). Returns x_0..x_T."""
     mask = np.asarray(mask, dtype=bool)
-    T, N = mask.shape
+    T = mask.shape[0]
     noise = NoiseStream(seed)
     x = torch.zeros(problem.dim, dtype=torch.float64)
     buf, models, out = torch.zeros_like(x), [x], [x]
@@ -52,18 +54,17 @@ def reference(name, problem, mask, seed, eta_l, K, eta_g, beta, nu=None, schedul
         if not S:
             out.append(x)
             continue
-        if name == "fedgm-autonomous":
-            g = noise.generator(t, ARRIVAL_KEY)
-            tau = torch.randint(0, min(max_delay, t + 1), (N,), generator=g)
-            epochs = torch.randint(1, max_epochs + 1, (N,), generator=g)
         deltas = []
         for i in S:
             start, steps = x, K
             if name == "fedgm-autonomous":
-                start, steps = models[max(len(models) - 1 - int(tau[i]), 0)], int(epochs[i]) * K
+                u1, u2 = noise.draws(t, ARRIVAL_KEY, torch.tensor([i])).uniform(2)[0].tolist()
+                tau, epochs = int(np.floor(u1 * min(max_delay, t + 1))), 1 + int(np.floor(u2 * max_epochs))
+                start, steps = models[max(len(models) - 1 - tau, 0)], epochs * K
             xi = start
             for k in range(steps):
-                xi = xi - eta_l * problem.stochastic_grads(xi[None], torch.tensor([i]), noise.generator(t, k))[0]
+                draws = noise.draws(t, k, torch.tensor([i]))
+                xi = xi - eta_l * problem.stochastic_grads(xi[None], torch.tensor([i]), draws)[0]
             deltas.append((start - xi) / (steps if name == "fedgm-autonomous" else 1))
         delta = sum(deltas) / len(S)
         eta, b, v = eta_g, beta, nu
@@ -307,15 +308,74 @@ def test_autonomous_draws_are_reproducible_bounded_and_per_client(hetero):
     c = list(algorithms.iterate(algorithms.get("fedgm-autonomous", **hp), hetero, half, seed=1))
     d = list(algorithms.iterate(algorithms.get("fedgm-autonomous", **hp), hetero, full, seed=2))
     assert all(torch.equal(s.x, r.x) for s, r in zip(a, b))
+    assert all(s.arrived.all() for s in a[1:])
     delays = torch.stack([s.delays for s in a[1:]])
     steps = torch.stack([s.steps for s in a[1:]])
     assert delays[0].eq(0).all() and delays.max() == 2 and all(delays[t].max() <= t for t in range(12))
     assert steps.min() >= 2 and steps.max() <= 8 and torch.all(steps % 2 == 0) and len(steps.unique()) > 1
-    for s, r in zip(a[1:], c[1:]):        # client i's draw does not depend on who else arrives
-        assert torch.equal(s.delays[1::2], r.delays) and torch.equal(s.steps[1::2], r.steps)
+    for t, (s, r) in enumerate(zip(a[1:], c[1:])):   # client i's draw does not depend on who else arrives
+        assert np.array_equal(r.arrived.numpy(), half[t])
+        assert torch.equal(s.delays[1::2], r.delays[1::2]) and torch.equal(s.steps[1::2], r.steps[1::2])
+        assert r.delays[::2].eq(0).all() and r.steps[::2].eq(0).all()
     assert not torch.equal(delays, torch.stack([s.delays for s in d[1:]]))
     empty = list(algorithms.iterate(algorithms.get("fedgm-autonomous", **hp), hetero, np.zeros((2, 6), bool)))
-    assert torch.equal(empty[-1].x, empty[0].x) and empty[-1].delays.numel() == 0
+    assert torch.equal(empty[-1].x, empty[0].x) and not empty[-1].arrived.any() and empty[-1].steps.eq(0).all()
+
+
+def test_autonomous_arrivals_follow_the_documented_map(hetero):
+    """τ_{t,i} = ⌊u_1·min(D, t+1)⌋ and K_{t,i} = K(1 + ⌊u_2·E⌋) from client i's uniforms of
+    step key ARRIVAL_KEY; over many rows every value of U{0..n−1} comes out about 1/n of the time."""
+    D, E, K, seed = 3, 4, 2, 6
+    alg = algorithms.get("fedgm-autonomous", eta_l=0.05, local_steps=K, max_delay=D, max_epochs=E)
+    mask = np.ones((5, 6), bool)
+    states = list(algorithms.iterate(alg, hetero, mask, seed=seed))
+    noise = NoiseStream(seed)
+    for t, s in enumerate(states[1:]):
+        u = noise.draws(t, ARRIVAL_KEY, torch.arange(6)).uniform(2).numpy()
+        assert np.array_equal(s.delays.numpy(), np.floor(u[:, 0] * min(D, t + 1)).astype(np.int64))
+        assert np.array_equal(s.steps.numpy(), K * (1 + np.floor(u[:, 1] * E).astype(np.int64)))
+    tau, epochs = draw_arrivals(noise.draws(7, ARRIVAL_KEY, torch.arange(20000)), 7, D, E)
+    assert np.allclose(np.bincount(tau.numpy(), minlength=D) / 20000, 1 / D, atol=0.02)
+    assert np.allclose(np.bincount(epochs.numpy(), minlength=E + 1)[1:] / 20000, 1 / E, atol=0.02)
+
+
+# ------------------------------------------------------------------ batches
+
+
+@pytest.fixture(scope="module")
+def batch_masks():
+    out = [preset("P2", n_clients=6, per_round=2).sample(15, seed=s).mask.copy() for s in range(3)]
+    out[1][[0, 4, 5]] = False                     # empty rounds in one run only
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_batch_equals_its_runs_alone(name, hetero, batch_masks):
+    """Different seeds, traces (one with empty rounds) and (η_l, η_g): bit-identical Histories
+    and observations, alone or batched."""
+    extra = dict(max_delay=3, max_epochs=2) if name == "fedgm-autonomous" else {}
+    algs = [algorithms.get(name, eta_l=e, eta_g=g, local_steps=2, **extra) for e, g in ((0.05, 1.0), (0.1, 0.5), (0.02, 1.5))]
+    seeds = [4, 9, 4]
+    alone = [algorithms.run(a, hetero, m, seed=s, observe=True) for a, m, s in zip(algs, batch_masks, seeds)]
+    batch = algorithms.run_batch(algs, hetero, batch_masks, seeds, observe=True)
+    for a, b in zip(alone, batch):
+        assert a.same_as(b) and a.observed.keys() == b.observed.keys()
+        for key in a.observed:
+            assert all(np.array_equal(np.asarray(u), np.asarray(v)) for u, v in zip(a.observed[key], b.observed[key]))
+    assert not alone[0].same_as(alone[2])
+    if name == "fedgm-autonomous":
+        steps = batch[1].observed["local_steps"]
+        assert all(len(steps[t]) == 0 for t in (0, 4, 5)) and len(steps[1]) == batch_masks[1][1].sum()
+
+
+@pytest.mark.parametrize("name", ["fedgm", "fedgm-autonomous"])
+def test_a_batch_with_a_schedule_equals_its_runs_alone(name, hetero, batch_masks):
+    """A stage schedule is shared by the runs of a batch (it fixes η_l and η); seeds and traces differ."""
+    schedule = constant_and_drop((2.0, 1.0), 15, 0.05, nu=0.9, beta1=0.5)
+    extra = dict(max_delay=3, max_epochs=2) if name == "fedgm-autonomous" else {}
+    alg = algorithms.get(name, schedule=schedule, local_steps=2, **extra)
+    batch = algorithms.run_batch(alg, hetero, batch_masks, [1, 2, 3])
+    assert all(algorithms.run(alg, hetero, m, seed=s).same_as(h) for m, s, h in zip(batch_masks, (1, 2, 3), batch))
 
 
 # ------------------------------------------------------------------ theorems on quadratics

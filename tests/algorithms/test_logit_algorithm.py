@@ -14,7 +14,7 @@ from hypothesis.extra.numpy import arrays
 import algorithms
 from algorithms import NoiseStream
 from algorithms import generator as ggn
-from algorithms.logit import ALGORITHMS, LOGIT
+from algorithms.logit import ALGORITHMS, GENERATOR_KEY, LOGIT
 from algorithms.problems import Logistic, Quadratic
 from bounds import Constants
 from bounds.logit import SURROGATE_KEY, theorem_2
@@ -39,8 +39,17 @@ def xs(run):
 def local_delta(problem, noise, i, x, t, eta_l, K):
     xi = x
     for k in range(K):
-        xi = xi - eta_l * problem.stochastic_grads(xi[None], torch.tensor([i]), noise.generator(t, k))[0]
+        xi = xi - eta_l * problem.stochastic_grads(xi[None], torch.tensor([i]), noise.draws(t, k, torch.tensor([i])))[0]
     return x - xi
+
+
+def initial_theta(noise, t, i, hidden, residual):
+    """θ^0_i (1, P): client i's P uniforms at (t, GENERATOR_KEY), (2u − 1)/√h, head zero when residual."""
+    u = noise.draws(t, GENERATOR_KEY, torch.tensor([i])).uniform(ggn.param_count(hidden))
+    theta = (2 * u - 1) / math.sqrt(hidden)
+    if residual:
+        theta[:, -(hidden + 1):] = 0.0
+    return theta
 
 
 def reference(problem, mask, seed, eta_l=0.1, eta_g=1.0, local_steps=1, surrogate="generator", hidden=20,
@@ -58,18 +67,18 @@ def reference(problem, mask, seed, eta_l=0.1, eta_g=1.0, local_steps=1, surrogat
         deltas = {i: local_delta(problem, noise, i, x, t, eta_l, local_steps) for i in S}
         if surrogate == "generator":
             if params is None:
-                params = ggn.init_params(N, hidden, noise.generator(t, local_steps), x.dtype, x.device, residual)
+                params = [initial_theta(noise, t, i, hidden, residual) for i in range(N)]
             for i in S:
                 u = unit(deltas[i])
                 window = (hist[i] if train_input == "cached" else hist[i] + [u])[-history:]
                 if not window:
                     continue
                 others = sum((unit(deltas[k]) / math.sqrt(d) for k in S if k != i), torch.zeros(d, dtype=x.dtype))
-                rows = {k: v[i:i + 1] for k, v in params.items()}
-                new, _ = ggn.train_step(rows, torch.stack(window)[None], torch.tensor([len(window)]), u[None],
-                                        others[None], len(S) - 1, lam=lam, lr=lr_generator, clip=clip,
-                                        weight_decay=weight_decay, residual=residual, trainable=torch.tensor([True]))
-                params = {k: torch.cat([v[:i], new[k], v[i + 1:]]) for k, v in params.items()}
+                n_others = torch.tensor([len(S) - 1.0], dtype=torch.float64)
+                params[i], _ = ggn.train_step(params[i], torch.stack(window)[None], torch.tensor([len(window)]),
+                                              u[None], others[None], n_others, lam=lam, lr=lr_generator, clip=clip,
+                                              weight_decay=weight_decay, residual=residual,
+                                              trainable=torch.tensor([True]))
                 steps[i] += 1
         contrib = [deltas[i] for i in S]
         for n in range(N):
@@ -89,8 +98,7 @@ def reference(problem, mask, seed, eta_l=0.1, eta_g=1.0, local_steps=1, surrogat
                 contrib.append(cache[n])
             else:
                 window = hist[n][-history:]
-                rows = {k: v[n:n + 1] for k, v in params.items()}
-                o = ggn.forward(rows, torch.stack(window)[None], torch.tensor([len(window)]), residual)[0]
+                o = ggn.forward(params[n], torch.stack(window)[None], torch.tensor([len(window)]), residual)[0]
                 contrib.append(cache[n].norm() / math.sqrt(d) * o)
         prev_mean = sum(contrib) / len(contrib) if contrib else torch.zeros(d, dtype=x.dtype)
         x = x - eta_g * prev_mean
@@ -198,11 +206,12 @@ def test_generator_learns_a_sinusoid_better_than_the_last_value():
     phase = torch.rand(d, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 2 * math.pi
     seq = [torch.sin(2 * math.pi * t / 8 + phase) for t in range(T + H)]
     seq = [math.sqrt(d) * v / v.norm() for v in seq]
-    params = ggn.init_params(1, 20, torch.Generator().manual_seed(1), torch.float64, "cpu")
-    zeros, losses = torch.zeros(1, d, dtype=torch.float64), []
+    uniforms = torch.rand((1, ggn.param_count(20)), generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    params = ggn.init_params(uniforms, 20)
+    zeros, no_others, losses = torch.zeros(1, d, dtype=torch.float64), torch.zeros(1, dtype=torch.float64), []
     for t in range(H, T + H):
         params, loss = ggn.train_step(params, torch.stack(seq[t - H:t])[None], torch.tensor([H]), seq[t][None], zeros,
-                                      0, lam=0.0, lr=0.1, clip=1.0, weight_decay=0.0, residual=True,
+                                      no_others, lam=0.0, lr=0.1, clip=1.0, weight_decay=0.0, residual=True,
                                       trainable=torch.tensor([True]))
         losses.append(float(loss))
     last_value = np.mean([float((seq[t] - seq[t - 1]).square().mean()) for t in range(H, T + H)])
@@ -241,8 +250,29 @@ def test_reproducible_with_the_same_seed():
     mask = preset("P2", n_clients=5, per_round=2).sample(15, seed=3).mask
     a, b, c = (states("logit", problem, mask, seed=s, lr_generator=0.1) for s in (7, 7, 8))
     assert torch.equal(xs(a), xs(b))
-    assert all(torch.equal(a[-1].params[k], b[-1].params[k]) for k in ggn.PARAMS)
-    assert not torch.equal(a[-1].params["w_hh"], c[-1].params["w_hh"])
+    assert torch.equal(a[-1].params, b[-1].params)
+    assert not torch.equal(a[-1].params, c[-1].params)
+
+
+@pytest.mark.parametrize("hp", [dict(), dict(surrogate="ws", cold_start="exclude"),
+                                dict(train_input="current", residual=False, lam=0.0, warmup=1, clip=None)],
+                         ids=["generator", "ws", "current"])
+def test_a_batch_equals_its_runs_alone(hp):
+    """Different seeds, traces (one with empty rounds, one with every client) and (η_l, η_g) per
+    run: each run of the batch is the run alone, bit for bit, and so is its generation error."""
+    problem = Quadratic.random(5, 3, heterogeneity=1.0, noise_std=0.5, seed=2)
+    masks = [preset("P2", n_clients=5, per_round=2).sample(12, seed=s).mask.copy() for s in range(3)]
+    masks[1][[0, 4, 5]] = False
+    masks[2][6:] = True
+    steps, seeds = [(0.1, 1.0), (0.2, 0.5), (0.05, 1.5)], [3, 0, 3]
+    algs = [LOGIT(eta_l=e, eta_g=g, local_steps=2, hidden=3, history=3, lr_generator=0.1, **hp) for e, g in steps]
+    alone = [algorithms.run(a, problem, m, seed=s, observe=True) for a, m, s in zip(algs, masks, seeds)]
+    batch = algorithms.run_batch(algs, problem, masks, seeds, observe=True)
+    for a, b in zip(alone, batch):
+        assert a.same_as(b)
+        assert np.array_equal(a.observed["generator_error"], b.observed["generator_error"])
+    assert alone[1].observed["generator_error"].shape == (12,)
+    assert not alone[0].same_as(alone[2])
 
 
 def test_communication_and_validation():

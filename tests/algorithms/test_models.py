@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import algorithms
+from algorithms.noise import NoiseStream
 from algorithms.problems import Classifier, models
 from participation import Trace
 
@@ -91,12 +92,14 @@ def test_cnn_vmap_equals_per_model_loop(dataset, shape):
     every = [reference_grad(prob, X[0], *client_rows(prob, i)) for i in range(prob.n_clients)]
     torch.testing.assert_close(prob.client_grads(X[0]), torch.stack([g for g, _ in every]), rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(prob.loss(X[0]), torch.stack([f for _, f in every]).mean(), rtol=1e-12, atol=1e-12)
-    # stochastic: the same mini-batch positions, looped model by model
+    # stochastic: mini-batch positions ⌊u·n_i⌋ from the draws' uniforms, looped model by model
     d = prob.data
-    pos = d.batch_positions(torch.Generator().manual_seed(8), prob.batch_size)
-    stoch = prob.stochastic_grads(X, clients, torch.Generator().manual_seed(8))
+    draws = NoiseStream(8).draws(0, 0, clients)
+    u = draws.uniform(prob.batch_size)
+    stoch = prob.stochastic_grads(X, clients, draws)
     for j, c in enumerate(clients.tolist()):
-        g, _ = reference_grad(prob, X[j], d.X[c, pos[c]], d.y[c, pos[c]])
+        pos = (u[j] * int(d.sizes[c])).floor().long()
+        g, _ = reference_grad(prob, X[j], d.X[c, pos], d.y[c, pos])
         torch.testing.assert_close(stoch[j], g, rtol=1e-10, atol=1e-12)
 
 
@@ -112,9 +115,10 @@ def test_stochastic_grads_of_a_subset_are_rows_of_the_full_request():
     X = prob.x0 + 0.1 * torch.randn(prob.n_clients, prob.dim, generator=torch.Generator().manual_seed(2),
                                      dtype=torch.float64)
     everyone = torch.arange(prob.n_clients)
-    full = prob.stochastic_grads(X, everyone, torch.Generator().manual_seed(5))
+    noise = NoiseStream(5)
+    full = prob.stochastic_grads(X, everyone, noise.draws(3, 0, everyone))
     subset = torch.tensor([3, 1])
-    part = prob.stochastic_grads(X[subset], subset, torch.Generator().manual_seed(5))
+    part = prob.stochastic_grads(X[subset], subset, noise.draws(3, 0, subset))
     torch.testing.assert_close(part, full[subset], rtol=1e-12, atol=1e-14)
 
 

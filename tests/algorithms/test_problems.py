@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, strategies as st
 
+from algorithms.noise import NoiseStream
 from algorithms.problems import Classifier, Logistic
 from algorithms.problems.data import digits, dirichlet_partition, synthetic_classification
 
@@ -115,7 +116,8 @@ def test_logistic_stochastic_grads_unbiased_with_exact_variance(n_classes):
     gen = torch.Generator().manual_seed(5)
     x = 0.5 * torch.randn(prob.dim, generator=gen, dtype=torch.float64)
     X, everyone = x.expand(prob.n_clients, -1), torch.arange(prob.n_clients)
-    draws = torch.stack([prob.stochastic_grads(X, everyone, gen) for _ in range(4000)])  # (R, N, dim)
+    noise = NoiseStream(5)
+    draws = torch.stack([prob.stochastic_grads(X, everyone, noise.draws(0, k, everyone)) for k in range(4000)])
     exact = prob.client_grads(x)
     mean, stderr = draws.mean(0), draws.std(0) / np.sqrt(draws.shape[0])
     assert ((mean - exact).abs() <= 5 * stderr + 1e-12).all()
@@ -126,11 +128,12 @@ def test_logistic_stochastic_grads_unbiased_with_exact_variance(n_classes):
 
 
 def test_identical_noise_for_client_subsets():
+    noise = NoiseStream(9)
     for prob in (small_logistic(), small_classifier()):
         X = prob.x0.expand(prob.n_clients, -1) + 0.1
-        full = prob.stochastic_grads(X, torch.arange(prob.n_clients), torch.Generator().manual_seed(9))
-        sub = torch.tensor([3, 1])
-        part = prob.stochastic_grads(X[sub], sub, torch.Generator().manual_seed(9))
+        everyone, sub = torch.arange(prob.n_clients), torch.tensor([3, 1])
+        full = prob.stochastic_grads(X, everyone, noise.draws(2, 1, everyone))
+        part = prob.stochastic_grads(X[sub], sub, noise.draws(2, 1, sub))
         torch.testing.assert_close(part, full[sub], rtol=0, atol=0)
 
 
@@ -139,10 +142,132 @@ def test_float32_copy_sees_the_same_noise():
     low = prob.to(dtype=torch.float32)
     assert low.dtype == torch.float32 and low.x0.dtype == torch.float32
     X, c = prob.x0.expand(4, -1) + 0.2, torch.arange(4)
-    a = prob.stochastic_grads(X, c, torch.Generator().manual_seed(2))
-    b = low.stochastic_grads(X.float(), c, torch.Generator().manual_seed(2))
+    a = prob.stochastic_grads(X, c, NoiseStream(2).draws(0, 0, c))
+    b = low.stochastic_grads(X.float(), c, NoiseStream(2).draws(0, 0, c))
     torch.testing.assert_close(b.double(), a, rtol=1e-5, atol=1e-6)
     assert low.constants() == prob.constants()
+
+
+class _FixedDraws:
+    """Draws whose uniforms are given rows (the edge u → 1 included)."""
+
+    def __init__(self, u):
+        self.u = torch.as_tensor(u, dtype=torch.float64)
+
+    def uniform(self, width, dtype=torch.float64):
+        return self.u[:, :width].to(dtype)
+
+
+def test_batch_positions_are_floor_u_n_for_the_requested_rows():
+    prob = small_logistic()
+    d = prob.data
+    clients = torch.tensor([2, 0, 2])
+    u = [[0.0, 0.5, 1 - 2**-53], [0.25, 0.999, 1.0], [0.1, 0.2, 0.3]]
+    pos = d.batch_positions(clients, _FixedDraws(u), 3)
+    for j, c in enumerate(clients.tolist()):
+        n = int(d.sizes[c])
+        assert pos[j].tolist() == [min(int(v * n), n - 1) for v in u[j]]
+    assert pos[1, 2] == d.sizes[0] - 1                     # u = 1 stays on the client's last sample
+    A, y = d.minibatch(clients, _FixedDraws(u), 3)
+    assert torch.equal(A, d.X[clients[:, None], pos]) and torch.equal(y, d.y[clients[:, None], pos])
+    noise = NoiseStream(4)
+    rows = d.batch_positions(clients, noise.draws(1, 2, clients), 3)
+    alone = [d.batch_positions(clients[j:j + 1], noise.draws(1, 2, clients[j:j + 1]), 3)[0] for j in range(3)]
+    assert torch.equal(rows, torch.stack(alone)) and torch.equal(rows[0], rows[2])   # same client, same batch
+
+
+def test_problems_declare_the_draws_they_take():
+    assert small_logistic(batch_size=5).noise_draws() == ("uniform", 5)
+    assert small_classifier(batch_size=4).noise_draws() == ("uniform", 4)
+
+
+def test_a_users_stochastic_gradient_gets_a_generator_keyed_by_its_client():
+    """FunctionProblem seeds the user's generator with ⌊u·2^53⌋, u the row's uniform: a
+    client's draw does not depend on the other rows."""
+    from algorithms.problems import FunctionProblem
+
+    def noisy(i, x, generator):
+        return x + torch.randn(x.shape[0], generator=generator, dtype=torch.float64)
+
+    fp = FunctionProblem(4, np.zeros(3), lambda i, x: 0.5 * x @ x, stochastic_grad=noisy)
+    assert fp.noise_draws() == ("uniform", 1)
+    assert FunctionProblem(4, np.zeros(3), lambda i, x: 0.5 * x @ x).noise_draws() is None
+    noise, everyone, sub = NoiseStream(3), torch.arange(4), torch.tensor([2, 0])
+    X = torch.zeros(4, 3, dtype=torch.float64)
+    full = fp.stochastic_grads(X, everyone, noise.draws(1, 0, everyone))
+    assert torch.equal(fp.stochastic_grads(X[:2], sub, noise.draws(1, 0, sub)), full[sub])
+    seed = int(noise.draws(1, 0, torch.tensor([2])).uniform(1)[0, 0] * 2**53)
+    assert torch.equal(full[2], torch.randn(3, generator=torch.Generator().manual_seed(seed), dtype=torch.float64))
+
+
+@pytest.mark.parametrize("n_classes,dtype", [(3, torch.float64), (2, torch.float64), (3, torch.float32),
+                                             (2, torch.float32)])
+def test_logistic_batch_metrics_equal_the_per_model_ones(n_classes, dtype):
+    prob = small_logistic(n_classes=n_classes).to(dtype=dtype)
+    X = 0.7 * torch.randn(5, prob.dim, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(dtype)
+    loss, grad = prob.loss_and_grad_batch(X)
+    assert torch.equal(loss, torch.stack([prob.loss(x) for x in X])) and torch.equal(loss, prob.loss_batch(X))
+    assert torch.equal(grad, torch.stack([prob.full_grad(x) for x in X])) and torch.equal(grad, prob.full_grad_batch(X))
+    assert torch.equal(prob.client_grads_batch(X), torch.stack([prob.client_grads(x) for x in X]))
+    assert prob.accuracy_batch(X).tolist() == [prob.accuracy(x) for x in X]
+    for b in range(5):                                      # each row does not depend on the others
+        assert torch.equal(prob.loss_and_grad_batch(X[b:b + 1])[1][0], grad[b])
+    if dtype == torch.float64:                              # and the values are those of the definition
+        torch.testing.assert_close(loss, torch.stack([client_losses_reference(prob, x).mean() for x in X]),
+                                   rtol=1e-13, atol=0)
+
+
+def _fedavg_loop(prob, mask, eta_l, eta_g, K, seed):
+    """FedAvg written client by client from its definition: K steps x_i ← x_i − η_l g_i(x_i) on
+    the mini-batch at positions ⌊u·n_i⌋ (u: client i's uniforms of round t, step k), then
+    x ← x − η_g (1/|S_t|) Σ_{i∈S_t} (x − x_i)."""
+    noise, d = NoiseStream(seed), prob.data
+    x = prob.x0.clone()
+    for t, row in enumerate(mask):
+        S = np.flatnonzero(row).tolist()
+        if not S:
+            continue
+        deltas = []
+        for i in S:
+            xi, n = x.clone(), int(d.sizes[i])
+            A = torch.as_tensor(d.features[d.owner == i])
+            y = torch.as_tensor(d.labels[d.owner == i])
+            for k in range(K):
+                pos = (noise.draws(t, k, torch.tensor([i])).uniform(prob.batch_size)[0] * n).long()
+                xg = xi.clone().requires_grad_(True)
+                batch = F.cross_entropy(A[pos] @ xg.view(A.shape[1], -1), y[pos]) + 0.5 * prob.reg * xg @ xg
+                xi = xi - eta_l * torch.autograd.grad(batch, xg)[0]
+            deltas.append(x - xi)
+        x = x - eta_g * torch.stack(deltas).mean(0)
+    return x
+
+
+def test_logistic_fedavg_follows_the_loop_written_client_by_client():
+    import algorithms
+
+    prob = small_logistic()
+    mask = np.random.default_rng(3).random((6, prob.n_clients)) < 0.5
+    mask[2] = False
+    h = algorithms.run(algorithms.get("fedavg", eta_l=0.3, eta_g=0.8, local_steps=3), prob, mask, seed=11)
+    want = _fedavg_loop(prob, mask, 0.3, 0.8, 3, 11)
+    np.testing.assert_allclose(h.final_params, want.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_logistic_runs_in_a_batch_equal_the_runs_alone():
+    import algorithms
+    from participation import preset
+
+    prob = small_logistic(batch_size=4)
+    masks = [preset("P2", n_clients=prob.n_clients, per_round=2).sample(12, seed=s).mask.copy() for s in range(4)]
+    masks[1][[0, 4, 5]] = False                             # empty rounds in one run only
+    masks[3][:] = True
+    algs = [algorithms.get("fedavg", eta_l=e, eta_g=g, local_steps=3)
+            for e, g in ((0.1, 1.0), (0.3, 0.5), (0.05, 1.5), (0.1, 1.0))]
+    seeds = [0, 7, 0, 99]
+    alone = [algorithms.run(a, prob, m, seed=s) for a, m, s in zip(algs, masks, seeds)]
+    batch = algorithms.run_batch(algs, prob, masks, seeds)
+    assert all(a.same_as(b) for a, b in zip(alone, batch))
+    assert alone[0].accuracy is not None and not alone[0].same_as(alone[2])
 
 
 # -- Logistic: constants ------------------------------------------------------------------
@@ -240,11 +365,13 @@ def test_classifier_vmap_equals_per_model_loop(activation):
              for i in range(prob.n_clients)]
     torch.testing.assert_close(prob.client_grads(X[0]), torch.stack([g for g, _ in every]), rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(prob.loss(X[0]), torch.stack([f for _, f in every]).mean(), rtol=1e-12, atol=1e-12)
-    # stochastic: the same positions, looped model by model
-    pos = d.batch_positions(torch.Generator().manual_seed(8), prob.batch_size)
-    stoch = prob.stochastic_grads(X, clients, torch.Generator().manual_seed(8))
+    # stochastic: positions ⌊u·n_i⌋ from the draws' uniforms, looped model by model
+    draws = NoiseStream(8).draws(0, 0, clients)
+    u = draws.uniform(prob.batch_size)
+    stoch = prob.stochastic_grads(X, clients, draws)
     for j, c in enumerate(clients.tolist()):
-        g, _ = reference_grad(prob, X[j], d.X[c, pos[c]], d.y[c, pos[c]])
+        pos = (u[j] * int(d.sizes[c])).floor().long()
+        g, _ = reference_grad(prob, X[j], d.X[c, pos], d.y[c, pos])
         torch.testing.assert_close(stoch[j], g, rtol=1e-10, atol=1e-12)
 
 
@@ -253,8 +380,8 @@ def test_classifier_variance_matches_monte_carlo():
     prob = small_classifier(batch_size=2)
     x = prob.x0
     X, everyone = x.expand(prob.n_clients, -1), torch.arange(prob.n_clients)
-    gen = torch.Generator().manual_seed(6)
-    draws = torch.stack([prob.stochastic_grads(X, everyone, gen) for _ in range(2000)])
+    noise = NoiseStream(6)
+    draws = torch.stack([prob.stochastic_grads(X, everyone, noise.draws(k, 0, everyone)) for k in range(2000)])
     sq = ((draws - prob.client_grads(x)) ** 2).sum(-1)
     assert ((sq.mean(0) - prob.gradient_variance(x)).abs() <= 5 * sq.std(0) / np.sqrt(sq.shape[0])).all()
 
@@ -317,8 +444,8 @@ def test_bad_input_raises_value_error_naming_it(call, name):
 @pytest.mark.parametrize("make", [small_logistic, small_classifier])
 def test_bad_points_and_clients_raise(make):
     prob = make()
-    gen = torch.Generator().manual_seed(0)
     X = prob.x0.expand(2, -1)
+    draws = NoiseStream(0).draws(0, 0, torch.tensor([0, 1]))
     with pytest.raises(ValueError, match="x must"):
         prob.loss(torch.zeros(prob.dim + 1, dtype=torch.float64))
     with pytest.raises(ValueError, match="X must"):
@@ -326,6 +453,8 @@ def test_bad_points_and_clients_raise(make):
     with pytest.raises(ValueError, match="clients"):
         prob.grads_at(X, torch.tensor([0, prob.n_clients]))
     with pytest.raises(ValueError, match="clients"):
-        prob.stochastic_grads(X, torch.tensor([0]), gen)
-    with pytest.raises(ValueError, match="generator"):
-        prob.stochastic_grads(X, torch.tensor([0, 1]), 0)
+        prob.stochastic_grads(X, torch.tensor([0]), draws)
+    with pytest.raises(ValueError, match="draws must be"):
+        prob.stochastic_grads(X, torch.tensor([0, 1]), torch.Generator())
+    with pytest.raises(ValueError, match="draws has 2 rows but clients has 1"):
+        prob.stochastic_grads(X[:1], torch.tensor([0]), draws)

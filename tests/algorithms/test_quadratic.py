@@ -6,6 +6,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from algorithms.noise import NoiseStream
 from algorithms.problems import Quadratic
 
 
@@ -99,8 +100,8 @@ def test_noise_is_unbiased_with_variance_sigma2():
     x = torch.full((problem.dim,), 0.5, dtype=torch.float64)
     clients = torch.arange(3)
     X = x.expand(3, -1)
-    gen = torch.Generator().manual_seed(0)
-    draws = torch.stack([problem.stochastic_grads(X, clients, gen) for _ in range(4000)])  # (R, 3, d)
+    noise = NoiseStream(0)
+    draws = torch.stack([problem.stochastic_grads(X, clients, noise.draws(0, k, clients)) for k in range(4000)])
     dev = draws - problem.client_grads(x)
     sq = dev.square().sum(-1).flatten().numpy()
     sigma2 = problem.constants().sigma2
@@ -112,16 +113,22 @@ def test_noise_is_unbiased_with_variance_sigma2():
 def test_noise_of_a_client_does_not_depend_on_who_else_is_active():
     problem = Quadratic.random(6, 3, noise_std=1.0, seed=2)
     X = torch.zeros(6, 3, dtype=torch.float64)
-    full = problem.stochastic_grads(X, torch.arange(6), torch.Generator().manual_seed(9))
-    part = problem.stochastic_grads(X[:2], torch.tensor([4, 1]), torch.Generator().manual_seed(9))
+    noise = NoiseStream(9)
+    full = problem.stochastic_grads(X, torch.arange(6), noise.draws(2, 1, torch.arange(6)))
+    part = problem.stochastic_grads(X[:2], torch.tensor([4, 1]), noise.draws(2, 1, torch.tensor([4, 1])))
     assert torch.equal(part, full[[4, 1]])
+    xi = noise.draws(2, 1, torch.tensor([4])).normal(problem.dim)[0]      # client 4's own draw, by hand
+    assert torch.equal(part[0], problem.grads_at(X[:1], torch.tensor([4]))[0] + problem.noise_std * xi)
 
 
 def test_no_noise_is_exact_gradient():
     problem = Quadratic.random(4, 3, noise_std=0.0, seed=2)
     X = torch.randn(2, 3, dtype=torch.float64)
     clients = torch.tensor([1, 3])
-    assert torch.equal(problem.stochastic_grads(X, clients, torch.Generator()), problem.grads_at(X, clients))
+    assert torch.equal(problem.stochastic_grads(X, clients, NoiseStream(0).draws(0, 0, clients)),
+                       problem.grads_at(X, clients))
+    assert problem.noise_draws() is None
+    assert Quadratic.random(4, 3, noise_std=0.5, seed=2).noise_draws() == ("normal", 3)
     assert problem.constants().sigma2 == 0
 
 

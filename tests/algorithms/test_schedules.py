@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import algorithms
+from algorithms.rounds import Round
 from algorithms.problems import Quadratic
 from algorithms.schedules import local_rate_factor, sqrt_decay
 
@@ -29,16 +30,20 @@ def test_constant_factor_is_a_rescaled_local_rate(name, setting):
 
 
 def test_sqrt_decay_matches_a_hand_written_loop(setting):
-    """Round t of a decayed run equals one round of the algorithm rebuilt with η_0/√(t/10+1)."""
+    """Round t of a decayed run equals one round built by hand with η_l = η_0/√(t/10+1)."""
     problem, mask = setting
     algorithm = algorithms.get("fedsum", eta_l=0.2, local_steps=3)
     decayed = list(algorithms.iterate(algorithm, problem, mask, seed=4, local_schedule="sqrt"))
-    noise = algorithms.NoiseStream(4, problem.device)
-    state = algorithm.init(problem, problem.x0)
+    noise = algorithms.NoiseStream([4], problem.device)
+    state = algorithm.init(problem, problem.x0[None])
+    rate = lambda value: torch.tensor([[value]], dtype=problem.dtype)  # noqa: E731
     for t in range(mask.shape[0]):
-        rebuilt = algorithms.get("fedsum", eta_l=0.2 * (1 / math.sqrt(t / 10 + 1)), local_steps=3)
-        state = rebuilt.round(state, problem, torch.as_tensor(np.flatnonzero(mask[t])), t, noise.for_round(t))
-        assert torch.equal(state.x, decayed[t + 1].x)
+        clients = torch.as_tensor(np.flatnonzero(mask[t]))
+        r = Round(t=t, run=torch.zeros_like(clients), client=clients, n_runs=1, n_clients=problem.n_clients,
+                  count=torch.tensor([float(clients.numel())], dtype=problem.dtype),
+                  eta_l=rate(0.2 * (1 / math.sqrt(t / 10 + 1))), eta_g=rate(1.0), noise=noise)
+        state = algorithm.round(state, problem, r)
+        assert torch.equal(state.x[0], decayed[t + 1].x)
     assert sqrt_decay(0) == 1.0 and sqrt_decay(30) == 0.5
 
 

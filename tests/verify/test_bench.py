@@ -110,8 +110,9 @@ def test_shared_batches_are_the_engines():
 
     problem = tiny_workload().problem
     batches = peers.SharedBatches(7, tuple(int(s) for s in problem.data.sizes), problem.batch_size)
+    everyone = torch.arange(problem.n_clients)
     for t, k in [(0, 0), (3, 2)]:
-        engine = problem.data.batch_positions(NoiseStream(7).generator(t, k), problem.batch_size)
+        engine = problem.data.batch_positions(everyone, NoiseStream(7).draws(t, k, everyone), problem.batch_size)
         for client in range(problem.n_clients):
             assert torch.equal(batches.rows(client, t, k), engine[client])
 

@@ -13,8 +13,10 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 import algorithms
+from algorithms import NoiseStream
 from algorithms.problems import Quadratic
 from bounds import cafed as bc
 from participation import Trace
@@ -226,6 +228,51 @@ def test_recording_local_iterates_leaves_the_run_unchanged(quad):
         watched = algorithms.run(seen, quad, trace, seed=4, observe=True, local_schedule=lambda t: (t + 1.0) ** -1)
         assert watched.same_as(plain) and np.array_equal(watched.averaged_params, plain.averaged_params)
         assert np.nanmin(vc.local_iterate_norms(watched)) > 0
+
+
+def probed_norms(alg, problem, trace, seed, schedule) -> np.ndarray:
+    """Per round the largest norm of every point a stochastic gradient is taken at and of the point
+    η_t·g later, replayed client by client with the run's draws: the kept clients' local iterates
+    w^k_{t,j}, j = 0..E (eq. (2)); an active client that CA-Fed excludes takes only its report's
+    gradient at w_{t,0} (the draws of step 0)."""
+    states = list(algorithms.iterate(alg, problem, trace, seed=seed, local_schedule=schedule))
+    noise = NoiseStream(seed)
+    largest = []
+    for t in range(trace.n_rounds):
+        eta, top = alg.eta_l * schedule(t), math.nan
+        for i in np.flatnonzero(trace.mask[t]):
+            x = states[t].x
+            for k in range(alg.local_steps if states[t + 1].kept[i] else 1):
+                g = problem.stochastic_grads(x[None], torch.tensor([i]), noise.draws(t, k, torch.tensor([i])))[0]
+                for point in (x, x - eta * g):
+                    top = float(point.norm()) if math.isnan(top) else max(top, float(point.norm()))
+                x = x - eta * g
+        largest.append(top)
+    return np.array(largest)
+
+
+@pytest.mark.parametrize("name, extra", [("cafed-unbiased", {}), ("cafed", dict(kappa2_bar=0.05))])
+def test_recorded_local_norms_follow_the_draws_alone_and_in_a_batch(quad, name, extra):
+    """``local_norm`` is per run the largest ‖w^k_{t,j}‖ of round t with the round's η_t, on noisy
+    clients; a batch with other seeds, traces (one with empty rounds) and step sizes records it bit
+    for bit as the runs alone."""
+    schedule = lambda t: (t + 1.0) ** -0.75                         # noqa: E731
+    masks = [Markov(PI, LAM).sample(12, seed=s).mask.copy() for s in range(3)]
+    masks[1][[0, 4, 5]] = False
+    algs = [vc._observing(algorithms.get(name, eta_l=e, eta_g=g, local_steps=3, **extra))
+            for e, g in ((0.3, 1.0), (0.5, 0.6), (0.2, 1.3))]
+    seeds = [2, 7, 2]
+    alone = [algorithms.run(a, quad, m, seed=s, observe=True, local_schedule=schedule)
+             for a, m, s in zip(algs, masks, seeds)]
+    batch = algorithms.run_batch(algs, quad, masks, seeds, observe=True, local_schedule=schedule)
+    for a, b, alg, mask, seed in zip(alone, batch, algs, masks, seeds):
+        assert a.same_as(b)
+        assert np.array_equal(vc.local_iterate_norms(a), vc.local_iterate_norms(b), equal_nan=True)
+        want = probed_norms(alg, quad, Trace(mask), seed, schedule)
+        assert vc.local_iterate_norms(b) == pytest.approx(want, rel=1e-13, nan_ok=True)
+    assert np.isnan(vc.local_iterate_norms(batch[1])[[0, 4, 5]]).all()
+    if name == "cafed":                                             # some client was excluded
+        assert any((h.observed["weights"] == 0).any() for h in batch)
 
 
 def test_declarations_and_bound_examples():

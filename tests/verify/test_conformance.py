@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import pytest
 
 from algorithms import Scaffold
-from algorithms.base import local_sgd, replace_rows
+from algorithms.base import local_sgd
 from algorithms.scaffold import ScaffoldState
 from verify.checking import check
 from verify import conformance
@@ -17,15 +17,16 @@ class ScaffoldSignBug(Scaffold):
     (a classic implementation bug): local steps double the client drift instead of
     removing it."""
 
-    def round(self, state, problem, active, t, generators):
-        if not active.numel():
+    def round(self, state, problem, r):
+        if not r.m:
             return state
-        c_old = state.c_clients[active]
-        Y, mean_grad = local_sgd(state.x, problem, active, self.eta_l, self.local_steps, generators,
-                                 correction=c_old - state.c)
-        return ScaffoldState(x=state.x + self.eta_g * (Y - state.x).mean(dim=0),
-                             c=state.c + (mean_grad - c_old).sum(dim=0) / problem.n_clients,
-                             c_clients=replace_rows(state.c_clients, active, mean_grad))
+        start, c_old = r.rows(state.x), r.take(state.c_clients)
+        Y, mean_grad = local_sgd(start, problem, r, r.rows(r.eta_l), self.local_steps,
+                                 correction=c_old - r.rows(state.c))
+        x = state.x + r.eta_g * (r.sum(Y - start) / r.count[:, None])
+        c = state.c + r.sum(mean_grad - c_old) / problem.n_clients
+        return ScaffoldState(x=r.where_active(x, state.x), c=r.where_active(c, state.c),
+                             c_clients=r.put(state.c_clients, mean_grad))
 
 
 @pytest.fixture(scope="module")

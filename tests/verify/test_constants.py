@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 import torch
 
+from algorithms.noise import NoiseStream
 from algorithms.problems import Classifier, Quadratic
 from algorithms.problems.data import dirichlet_partition, synthetic_classification
-from verify.constants import Quantity, estimate_constants, hessian_spectral_norms, hvp_method
+from verify.constants import Quantity, _variance, estimate_constants, hessian_spectral_norms, hvp_method
 
 
 def small_classifier(activation: str) -> Classifier:
@@ -57,6 +58,20 @@ def test_convex_f_star_keeps_the_gap_bound():
     est = estimate_constants(problem, use_exact=False, variance_samples=16)
     assert est.f_star.interval is None and math.isfinite(est.f_star.uncertainty)
     assert abs(est.f_star.value - problem.constants().f_star) <= est.f_star.uncertainty + 1e-10
+
+
+def test_sampled_variance_takes_round_p_step_s_of_the_seeds_noise():
+    """Draw s at point p is the noise of NoiseStream(seed) at (t, k) = (p, s): for the quadratic,
+    ‖g_i − ∇f_i‖² = s²‖ξ_i‖² with ξ_i client i's normals there, averaged by hand."""
+    problem = Quadratic.random(3, 4, noise_std=0.3, seed=1)
+    points = torch.stack([problem.x0, problem.x0 + 1.0])
+    means, errors = _variance(problem, points, 5, seed=12)
+    noise, everyone = NoiseStream(12), torch.arange(3)
+    sq = np.array([[(0.3 * noise.draws(p, s, everyone).normal(4)).square().sum(1).numpy() for s in range(5)]
+                   for p in range(2)])                                        # (P, samples, N)
+    np.testing.assert_allclose(means, sq.mean(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(errors, sq.std(axis=1, ddof=1) / math.sqrt(5), rtol=1e-10)
+    assert (errors > 0).all() and not np.array_equal(means[0], means[1])
 
 
 def test_interval_quantity_upper():

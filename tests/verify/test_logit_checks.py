@@ -1,10 +1,10 @@
 """LOGIT's three checks on one small default run: inequality (23) with the generation error ε
 measured, Thm 1 (eq. (10)) and Thm 2 (eq. (11)) as stated, with ε*, C₁ of Assumption 5.
 
-Cross-checks are independent of the library's measuring code: the runs are replayed with
-``algorithms.iterate`` on a plain ``logit``; the per-client generation errors e_{n,t}, the
-staleness τ_n^t and the Assumption 5 envelope are recomputed here with loops and the
-quadratics' gradients in numpy closed form (∇F_n(x) = A_n(x − b_n)).
+Cross-checks are independent of the library's measuring code: the runs (which ``check``
+batches) are replayed one by one with ``algorithms.iterate`` on a plain ``logit``; the per-client
+generation errors e_{n,t}, the staleness τ_n^t and the Assumption 5 envelope are recomputed here
+with loops and the quadratics' gradients in numpy closed form (∇F_n(x) = A_n(x − b_n)).
 """
 import dataclasses
 import math
@@ -179,6 +179,18 @@ def test_measured_error_is_the_loop_of_eq_23(quad, closed, default):
     eps = np.mean([4 * np.nansum(E, axis=1).mean() / N for _, E, _, _ in replayed])
     assert result.extras["generator error ε (measured)"] == pytest.approx(eps, rel=1e-9)
     assert result.bound.terms["generation_error"] == pytest.approx(eps, rel=1e-9)
+
+
+def test_the_batched_runs_are_the_runs_alone(quad, default):
+    """``check`` runs its seeds as one batch (different seeds and traces): each run's history and
+    per-client observations are, bit for bit, those of the run alone."""
+    _, runs = default["theorem_1"]
+    assert len({seed for _, _, _, seed in runs}) == SEEDS
+    for history, trace, alg, seed in runs:
+        alone = algorithms.run(alg, quad, trace, seed=seed, observe=True)
+        assert alone.same_as(history)
+        for key in ("generator_error", "client_generator_error", "client_staleness"):
+            assert np.array_equal(alone.observed[key], history.observed[key], equal_nan=True), key
 
 
 def test_estimated_constants_satisfy_assumption_5(quad, closed, default):

@@ -10,11 +10,12 @@ runs K_{t,i} local GD steps (LocalOPT, Algorithm 2), normalises its update by K_
 FedGM step of round t's stage (lines 11–13: d ← (1 − β_s)Δ + β_s d, h = (1 − ν_s)Δ + ν_s d,
 x ← x − η_s h), never resetting d.
 
-Only the draws of τ_{t,i} and K_{t,i} come from fedverify's generator (the paper leaves them to
+Only the draws of τ_{t,i} and K_{t,i} come from fedverify's noise (the paper leaves them to
 the system; its experiments, App. H.1, pick one of the last D models and 1..E local epochs):
-re-derived here from the documented rule — for every round the generator seeded with
-SeedSequence(seed, spawn_key=(t, 2³²)), τ_i ~ U{0..min(D−1, t)} then E_i ~ U{1..E} for all N
-clients, K_{t,i} = E_{t,i}·K — and compared with what the engine logged.
+re-derived here from the documented rule — for every round t and client i the two uniforms
+(u_1, u_2) of the run's noise at step key ARRIVAL_KEY, τ_{t,i} = ⌊u_1·min(D, t + 1)⌋ ~
+U{0..min(D−1, t)}, E_{t,i} = 1 + ⌊u_2·E⌋ ~ U{1..E}, K_{t,i} = E_{t,i}·K — and compared with what
+the engine logged.
 """
 import dataclasses
 
@@ -23,6 +24,7 @@ import pytest
 import torch
 
 import algorithms
+from algorithms import NoiseStream
 from algorithms.autonomous import ARRIVAL_KEY
 from algorithms.problems import Quadratic
 from bounds import Constants
@@ -72,12 +74,12 @@ def grad_f(A, b, x):
 
 
 def arrival_draws(seed, t, n_clients):
-    """τ_i ~ U{0..min(D−1, t)}, then E_i ~ U{1..E}, for all N clients, from the generator of
-    (seed, t, ARRIVAL_KEY) as fedverify seeds it (the engine keeps the arrived rows)."""
-    state = np.random.SeedSequence(seed, spawn_key=(t, ARRIVAL_KEY)).generate_state(1, np.uint64)
-    g = torch.Generator().manual_seed(int(state[0]))
-    tau = torch.randint(0, min(D, t + 1), (n_clients,), generator=g).numpy()
-    epochs = torch.randint(1, E + 1, (n_clients,), generator=g).numpy()
+    """τ_i = ⌊u_1·min(D, t + 1)⌋ and K_{t,i} = K(1 + ⌊u_2·E⌋) for all N clients, from each
+    client's uniforms (u_1, u_2) of (seed, t, ARRIVAL_KEY), drawn client by client."""
+    noise = NoiseStream(seed)
+    u = np.stack([noise.draws(t, ARRIVAL_KEY, torch.tensor([i])).uniform(2)[0].numpy() for i in range(n_clients)])
+    tau = np.floor(u[:, 0] * min(D, t + 1)).astype(np.int64)
+    epochs = 1 + np.floor(u[:, 1] * E).astype(np.int64)
     return tau, epochs * K
 
 

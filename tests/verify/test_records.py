@@ -751,8 +751,8 @@ def test_function_problem_with_gradients_and_noise(quad):
     assert abs(est.sigma2.value - 3 * s**2) <= 4 * est.sigma2.uncertainty
     # the noise is drawn from the given generator: the same seed, the same draw
     X, clients = torch.zeros(4, 3, dtype=torch.float64), torch.arange(4)
-    g1 = fp.stochastic_grads(X, clients, torch.Generator().manual_seed(5))
-    g2 = fp.stochastic_grads(X, clients, torch.Generator().manual_seed(5))
+    g1 = fp.stochastic_grads(X, clients, algorithms.NoiseStream(5).draws(0, 0, clients))
+    g2 = fp.stochastic_grads(X, clients, algorithms.NoiseStream(5).draws(0, 0, clients))
     assert torch.equal(g1, g2) and not torch.equal(g1, fp.grads_at(X, clients))
 
 
@@ -772,7 +772,8 @@ def test_function_problem_bad_inputs(quad):
     assert one_line(err.value)
     noisy = FunctionProblem(4, np.zeros(3), loss, grad, lambda i, x, g: [0.0, 1.0])
     with pytest.raises(ValueError, match=r"stochastic_grad\(0, x, generator\) must have 3 entries, got 2"):
-        noisy.stochastic_grads(torch.zeros(4, 3, dtype=torch.float64), torch.arange(4), torch.Generator())
+        noisy.stochastic_grads(torch.zeros(4, 3, dtype=torch.float64), torch.arange(4),
+                               algorithms.NoiseStream(0).draws(0, 0, torch.arange(4)))
     vector = FunctionProblem(4, np.zeros(3), lambda i, x: x)
     with pytest.raises(ValueError, match="must be a number"):
         vector.loss(vector.x0)

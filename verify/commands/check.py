@@ -148,7 +148,8 @@ def _check_inputs(args):
 
 
 def _announce_check(tables, problem, args, device, hparams) -> None:
-    """Time a short run of the first algorithm and say how long the whole check will take."""
+    """Time a short batch of each algorithm, as the check will run it (its seeds × patterns in
+    one batch), and say how long the whole check will take when that is long."""
     import time
 
     import algorithms
@@ -156,22 +157,33 @@ def _announce_check(tables, problem, args, device, hparams) -> None:
 
     from ..budget import human_seconds
 
-    theorem, names, patterns = tables[0]
-    short, steps = min(args.rounds, 20), min(args.local_steps, 5)    # bounded: a huge K is scaled, not run
-    label, source = patterns[0]
-    trace = Trace(source.mask[:short]) if isinstance(source, Trace) else source.sample(short, seed=0)
-    options = {k: v for k, v in hparams.items() if k not in theorem.options and k not in ("eta_l", "eta_g")}
-    try:
-        algorithm = algorithms.get(names[0], eta_l=1e-3, local_steps=steps, **options)
-    except (ValueError, TypeError):
-        return
-    start = time.perf_counter()
-    algorithms.run(algorithm, problem, trace, seed=0, device=device)
+    short, steps = min(args.rounds, 10), min(args.local_steps, 5)    # bounded: a huge K is scaled, not run
+    per_batch: dict = {}
+    seconds = 0.0
+    for theorem, names, patterns in tables:
+        size = args.seeds * len(patterns)
+        traces = [Trace(source.mask[:short]) if isinstance(source, Trace) else source.sample(short, seed=0)
+                  for _, source in patterns]
+        options = {k: v for k, v in hparams.items() if k not in theorem.options and k not in ("eta_l", "eta_g")}
+        for name in names:
+            key = (name, size)
+            if key not in per_batch:
+                try:
+                    algorithm = algorithms.get(name, eta_l=1e-3, local_steps=steps, **options)
+                except (ValueError, TypeError):
+                    per_batch[key] = 0.0
+                    continue
+                batch = [traces[j % len(traces)] for j in range(size)]
+                if not per_batch:                              # the first call pays for warming up
+                    algorithms.run_batch(algorithm, problem, batch[:1], [0], device=device)
+                start = time.perf_counter()
+                algorithms.run_batch(algorithm, problem, batch, list(range(size)), device=device)
+                per_batch[key] = (time.perf_counter() - start) / short * args.rounds * args.local_steps / steps
+            seconds += per_batch[key]
     runs = sum(len(n) * len(p) for _, n, p in tables) * args.seeds
-    seconds = (time.perf_counter() - start) / short * args.rounds * args.local_steps / steps * runs
     if seconds > 30 or args.paper:
         which = f"{len(tables)} theorems of {args.paper}, " if args.paper else ""
-        announce(f"check: {which}{runs} runs of {args.rounds} rounds, about {human_seconds(seconds)}")
+        announce(f"check: {which}{runs} runs of {args.rounds} rounds in batches, about {human_seconds(seconds)}")
 
 
 def _needs_admissible_row(result, theorem) -> bool:
@@ -220,12 +232,43 @@ def add_arguments(parser) -> None:
     arguments.add_no_progress(parser)
 
 
-def run(args) -> str:
+def compute_rows(args, tables, problem, consts, device, hparams, recorder=None):
+    """The check's results: (cells, results, admissible), a cell being (theorem, algorithm name,
+    pattern label, trace or pattern), ``admissible`` mapping id(result) to the row at admissible
+    step sizes that the cell gains (see ``_needs_admissible_row``). Every run of the table runs
+    in batches (``verify.checking.check_many``)."""
     from participation import Trace
 
+    from ..checking import CallError, check_many
+
+    def call(theorem, name, source, **extra):
+        rounds = min(args.rounds, source.n_rounds) if isinstance(source, Trace) else args.rounds
+        return dict(algorithm=name, problem=problem, trace_or_pattern=source, bound=theorem, seeds=args.seeds,
+                    rounds=rounds, local_steps=args.local_steps, constants=consts, confidence=args.confidence,
+                    device=device, hparams=hparams, **extra)
+
+    def checked(calls, labels, what=""):
+        """The results of ``calls`` run as batches, or one line naming the row that failed."""
+        try:
+            return check_many(calls)
+        except CallError as err:
+            theorem, name, label = labels[err.index]
+            raise UsageError(f"{theorem.name}, {name} on {label}{what}: {err}") from None
+
+    cells = [(theorem, name, label, source) for theorem, names, patterns in tables
+             for name in names for label, source in patterns]
+    results = checked([call(theorem, name, source, on_run=recorder(name, label) if recorder else None)
+                       for theorem, name, label, source in cells], [(t, n, lab) for t, n, lab, _ in cells])
+    wanted = [(cell, result) for cell, result in zip(cells, results) if _needs_admissible_row(result, cell[0])]
+    at_admissible = checked([call(theorem, name, source, step_sizes="admissible")
+                             for (theorem, name, _, source), _ in wanted],
+                            [(t, n, lab) for (t, n, lab, _), _ in wanted], " at admissible step sizes")
+    return cells, results, {id(result): more for (_, result), more in zip(wanted, at_admissible)}
+
+
+def run(args) -> str:
     from tqdm.auto import tqdm
 
-    from ..checking import check
     from ..constants import estimate_constants, problem_constants
     from ..report import (ADMISSIBLE_SUFFIX, CSV_FIELDS, check_figure_paths, check_footnotes, check_row, check_table,
                           json_row, plot_checks, write_csv, write_json)
@@ -270,31 +313,19 @@ def run(args) -> str:
     total = sum(len(n) * len(p) for _, n, p in tables) * args.seeds
     bar = tqdm(total=total, unit="run", desc="fedverify check", disable=not show_progress(args), file=sys.stderr)
     with bar:
-        for theorem, names, patterns in tables:
-            here = []
-            for name in names:
-                for label, source in patterns:
-                    bar.set_postfix_str(f"{name} on {label}")
-                    rounds = min(args.rounds, source.n_rounds) if isinstance(source, Trace) else args.rounds
-                    try:
-                        result = check(name, problem, source, theorem, seeds=args.seeds, rounds=rounds,
-                                       local_steps=args.local_steps, constants=consts, confidence=args.confidence,
-                                       device=device, hparams=hparams, on_run=recorder(name, label))
-                    except ValueError as err:
-                        raise UsageError(f"{theorem.name}, {name} on {label}: {err}") from None
-                    bar.update(args.seeds)
-                    here.append(check_row(result, label, theorem.name, _curve(result)))
-                    notes.update(dict.fromkeys(n for n in result.notes if n.startswith("one run gives no confidence")))
-                    if _needs_admissible_row(result, theorem):
-                        try:
-                            admissible = check(name, problem, source, theorem, seeds=args.seeds, rounds=rounds,
-                                               local_steps=args.local_steps, constants=consts,
-                                               confidence=args.confidence, device=device, hparams=hparams,
-                                               step_sizes="admissible")
-                        except ValueError as err:
-                            raise UsageError(f"{theorem.name}, {name} on {label} at admissible step sizes: {err}") from None
-                        here.append(check_row(admissible, label, theorem.name, _curve(admissible),
-                                              algorithm=name + ADMISSIBLE_SUFFIX))
+        bar.set_postfix_str(f"{sum(len(n) * len(p) for _, n, p in tables)} rows in batches")
+        cells, results, admissible = compute_rows(args, tables, problem, consts, device, hparams, recorder)
+        bar.update(total)
+        by_theorem: dict = {}
+        for (theorem, name, label, _), result in zip(cells, results):
+            here = by_theorem.setdefault(theorem.name, [])
+            here.append(check_row(result, label, theorem.name, _curve(result)))
+            notes.update(dict.fromkeys(n for n in result.notes if n.startswith("one run gives no confidence")))
+            if id(result) in admissible:
+                more = admissible[id(result)]
+                here.append(check_row(more, label, theorem.name, _curve(more), algorithm=name + ADMISSIBLE_SUFFIX))
+        for theorem, _, _ in tables:
+            here = by_theorem.get(theorem.name, [])
             rows += here
             foot = check_footnotes(here, theorem.name)
             sections.append(f"{theorem.name}: measured {theorem.lhs}\n{check_table(here)}" + "".join(f"\n{n}" for n in foot))

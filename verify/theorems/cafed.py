@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import sympy as sp
+import torch
 
 from algorithms.cafed import ALGORITHMS
 from bounds import cafed as bc
@@ -106,37 +107,46 @@ def _bias(objectives: _Objectives, alpha, p) -> dict:
 
 # ------------------------------------------------------------------------------ local iterates
 class _NormProbe:
-    """The problem, seen through ``stochastic_grads``: records the largest norm of every point a
-    stochastic gradient is taken at and of the point one local step η·g later (the local
+    """The problem, seen through ``stochastic_grads``: records per run the largest norm of every
+    point a stochastic gradient is taken at and of the point one local step η·g later (the local
     iterates w^k_{t,j}, j = 0..E, of eq. (2); and, harmlessly, one step from the server iterate
-    where CA-Fed asks for reports)."""
+    where CA-Fed asks for reports). ``eta``: the round's (B, 1) local step sizes; ``largest``
+    (B,), NaN for a run whose clients took no gradient."""
 
-    def __init__(self, problem, eta: float):
-        self._problem, self._eta, self.largest = problem, float(eta), math.nan
+    def __init__(self, problem, eta: torch.Tensor):
+        self._problem, self._eta = problem, eta
+        self.largest = torch.full((eta.shape[0],), -math.inf, dtype=eta.dtype, device=eta.device)
 
     def __getattr__(self, name):
         return getattr(self._problem, name)
 
-    def stochastic_grads(self, X, clients, generator):
-        G = self._problem.stochastic_grads(X, clients, generator)
+    def stochastic_grads(self, X, clients, draws):
+        G = self._problem.stochastic_grads(X, clients, draws)
         if X.numel():
-            seen = max(float(X.norm(dim=1).max()), float((X - self._eta * G).norm(dim=1).max()))
-            self.largest = seen if math.isnan(self.largest) else max(self.largest, seen)
+            runs = draws.runs if draws.runs is not None else torch.zeros_like(clients)
+            seen = torch.maximum(X.norm(dim=1), (X - self._eta[runs] * G).norm(dim=1))
+            self.largest = self.largest.scatter_reduce(0, runs, seen.to(self.largest.dtype), "amax")
         return G
+
+    def norms(self) -> torch.Tensor:
+        return torch.where(self.largest == -math.inf, math.nan, self.largest)     # −inf: no gradient taken
 
 
 class _LocalNorms:
-    """Mixin: ``observe`` also reports ``local_norm``, the largest ‖w^k_{t,j}‖ of round t (NaN
-    without local steps). Only records: the run is the same bit for bit."""
+    """Mixin: ``observe`` also reports ``local_norm`` (B,), per run the largest ‖w^k_{t,j}‖ of
+    round t (NaN without local steps). Only records: the run is the same bit for bit."""
 
-    def round(self, state, problem, active, t, generators):
-        probe = _NormProbe(problem, self.eta_l)
-        new = super().round(state, probe, active, t, generators)
-        object.__setattr__(self, "_local_norm", probe.largest)
+    def round(self, state, problem, r):
+        probe = _NormProbe(problem, r.eta_l)
+        new = super().round(state, probe, r)
+        object.__setattr__(self, "_local_norm", probe.norms())
         return new
 
-    def observe(self, before, after, problem, active, t):
-        return {**super().observe(before, after, problem, active, t), "local_norm": getattr(self, "_local_norm", math.nan)}
+    def observe(self, before, after, problem, r):
+        norms = getattr(self, "_local_norm", None)
+        if norms is None:
+            norms = torch.full((r.n_runs,), math.nan, dtype=r.eta_l.dtype, device=r.eta_l.device)
+        return {**super().observe(before, after, problem, r), "local_norm": norms}
 
 
 @functools.lru_cache(maxsize=None)

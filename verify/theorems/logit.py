@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from algorithms.logit import LOGIT
+from algorithms.logit import LOGIT, unavailable
 from bounds import logit as bl
 from participation.patterns import Bernoulli
 
@@ -79,21 +79,16 @@ class MeasuredLOGIT(LOGIT):
     """``logit`` whose ``observe`` also reports, per client, the generation error e_{n,t} (NaN for
     an available client) and the staleness τ_n^t (0 for an available client)."""
 
-    def observe(self, before, after, problem, active, t: int) -> dict:
-        """``generator_error`` as ``LOGIT.observe``; ``client_generator_error``: e_{n,t} =
-        (1/I) Σ_{i<I} ‖g̃_n − ∇F_n(x^n_{t,i})‖² for n ∉ A_t (eq. (23)'s summand); ``client_staleness``:
+    def observe(self, before, after, problem, r) -> dict:
+        """``generator_error`` as ``LOGIT.observe``; ``client_generator_error`` (B, N): e_{n,t} =
+        (1/I) Σ_{i<I} ‖g̃_n − ∇F_n(x^n_{t,i})‖² for n ∉ A_t (eq. (23)'s summand); ``client_staleness`` (B, N):
         τ_n^t = t − s for n ∉ A_t, s the round of client n's last upload (−1 when none; rounds from 0)."""
-        n = problem.n_clients
-        is_off = torch.ones(n, dtype=torch.bool, device=before.x.device).index_fill(0, active, False)
-        off = torch.nonzero(is_off).flatten()
-        errors = torch.full((n,), math.nan, dtype=torch.float64)
-        staleness = torch.where(is_off, t - before.last, torch.zeros_like(before.last)).to(torch.float64).cpu()
-        if not off.numel():
-            return {"generator_error": 0.0, "client_generator_error": errors, "client_staleness": staleness}
+        off = unavailable(r)
         per_client = self.path_errors(before, after, problem, off)
-        errors[off.cpu()] = per_client.to(torch.float64).cpu()
-        return {"generator_error": float(per_client.sum()) / n, "client_generator_error": errors,
-                "client_staleness": staleness}
+        errors = off.put(per_client.new_full(r.mask.shape, math.nan), per_client)
+        staleness = torch.where(r.mask, torch.zeros_like(before.last), r.t - before.last)
+        return {"generator_error": off.sum(per_client).to(torch.float64) / problem.n_clients,
+                "client_generator_error": errors.to(torch.float64), "client_staleness": staleness.to(torch.float64)}
 
 
 def _measured(algorithm):

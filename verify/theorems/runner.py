@@ -1,18 +1,27 @@
 """Run a theorem's :class:`~verify.theorems.contract.Plan` and judge it: the left side per run
 (or per trace, or without runs for a statement about the problem alone), the bound after the
-runs, and the verdict of the one judge, ``verify.verdicts.judge``."""
+runs, and the verdict of the one judge, ``verify.verdicts.judge``.
+
+``run_plans`` checks many (theorem, setup) pairs at once: it lists every run they need, runs
+those that share an algorithm (up to step sizes), problem and length as batches
+(``algorithms.run_batch``), then judges each pair. A run gives the same numbers alone or in a
+batch, so the verdicts are those of ``run_plan`` on each pair.
+"""
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import algorithms
+from algorithms.engine import batch_key
 from participation.delays import delay_metrics
 
 from ..verdicts import CheckResult, distinct_seeds, judge, noise_free, rounding_tolerance
 from .contract import Plan, Setup, Theorem
 from .delay import delay_plan
 
-__all__ = ["run_plan", "make_plan"]
+__all__ = ["run_plan", "run_plans", "make_plan", "execute_runs", "one_by_one", "RunRequest"]
 
 
 def make_plan(theorem: Theorem, setup: Setup) -> Plan:
@@ -26,24 +35,122 @@ def _plan_algorithm(plan, j: int):
     return plan.algorithm[j] if isinstance(plan.algorithm, (list, tuple)) else plan.algorithm
 
 
+@dataclass(frozen=True, eq=False)
+class RunRequest:
+    """One run a plan needs: the algorithm, the problem, the trace, the seed and the keywords of
+    ``algorithms.run``."""
+
+    algorithm: object
+    problem: object
+    trace: object
+    seed: int
+    options: dict = field(default_factory=dict)
+
+
+def _options_key(options: dict) -> tuple:
+    return tuple(sorted((k, id(v) if callable(v) else repr(v)) for k, v in options.items()))
+
+
+#: Bytes of per-run state a batch may hold (about eight (N, d) tables a run); larger batches
+#: are split, which changes no number.
+BATCH_BYTES = 2**29
+
+
+def _batch_limit(problem) -> int:
+    return max(1, BATCH_BYTES // (64 * max(1, problem.n_clients) * max(1, problem.dim)))
+
+
+_ONE_BY_ONE = [False]
+
+
+@contextmanager
+def one_by_one():
+    """Within this block every run is a batch of its own: the same numbers, one run at a time
+    (what ``fedverify bench`` measures the batches against)."""
+    _ONE_BY_ONE.append(True)
+    try:
+        yield
+    finally:
+        _ONE_BY_ONE.pop()
+
+
+def execute_runs(requests: list, device=None) -> list:
+    """The History of every request, in order; requests that can share a batch run as one."""
+    if _ONE_BY_ONE[-1]:
+        return [algorithms.run(r.algorithm, r.problem, r.trace, seed=r.seed, device=device, **r.options)
+                for r in requests]
+    groups: dict = {}
+    for index, req in enumerate(requests):
+        key = (batch_key(req.algorithm), id(req.problem), req.trace.n_rounds, _options_key(req.options))
+        groups.setdefault(key, []).append(index)
+    out = [None] * len(requests)
+    for members in groups.values():
+        first = requests[members[0]]
+        limit = _batch_limit(first.problem)
+        for start in range(0, len(members), limit):
+            chunk = members[start:start + limit]
+            histories = algorithms.run_batch([requests[i].algorithm for i in chunk], first.problem,
+                                             [requests[i].trace for i in chunk], [requests[i].seed for i in chunk],
+                                             device=device, **first.options)
+            for i, history in zip(chunk, histories):
+                out[i] = history
+    return out
+
+
+@dataclass
+class _Pending:
+    theorem: Theorem
+    setup: Setup
+    plan: Plan
+    paired: bool
+    requests: list                       # (trace index j, RunRequest)
+    kwargs: dict
+
+
+def _pending(theorem: Theorem, setup: Setup, kwargs: dict) -> _Pending:
+    theorem.require_checkable()
+    distinct_seeds(setup.seeds)
+    plan = make_plan(theorem, setup)
+    paired = setup.pattern is not None and theorem.expectation == "participation" and len(plan.traces) == len(setup.seeds)
+    requests = [(j, RunRequest(_plan_algorithm(plan, j), setup.problem, trace, seed, dict(plan.run_options)))
+                for j, trace in enumerate(plan.traces)
+                for seed in ([setup.seeds[j]] if paired else setup.seeds)]
+    return _Pending(theorem, setup, plan, paired, requests, kwargs)
+
+
 def run_plan(theorem: Theorem, setup: Setup, *, confidence: float, device=None, const_info: dict | None = None,
              notes: list[str] | None = None, on_run=None) -> CheckResult:
     """Check ``theorem`` on ``setup``: build its plan, run every (trace, seed), measure, judge.
 
     ``plan.algorithm`` is one Algorithm or one per trace (step sizes that depend on the trace)."""
-    theorem.require_checkable()
-    distinct_seeds(setup.seeds)
-    plan = make_plan(theorem, setup)
-    notes = list(notes or []) + list(plan.notes)
-    paired = setup.pattern is not None and theorem.expectation == "participation" and len(plan.traces) == len(setup.seeds)
+    return run_plans([(theorem, setup, dict(confidence=confidence, const_info=const_info, notes=notes,
+                                            on_run=on_run))], device=device)[0]
+
+
+def run_plans(items: list, device=None) -> list[CheckResult]:
+    """``run_plan`` of every (theorem, setup, keywords) in ``items`` (keywords: ``confidence``,
+    ``const_info``, ``notes``, ``on_run``), with their runs batched together."""
+    pending = [_pending(theorem, setup, kwargs) for theorem, setup, kwargs in items]
+    flat = [req for p in pending for _, req in p.requests]
+    histories = iter(execute_runs(flat, device=device))
+    return [_judge(p, [next(histories) for _ in p.requests]) for p in pending]
+
+
+def _judge(pending: _Pending, run_histories: list) -> CheckResult:
+    theorem, setup, plan, paired = pending.theorem, pending.setup, pending.plan, pending.paired
+    confidence = pending.kwargs["confidence"]
+    const_info, on_run = pending.kwargs.get("const_info"), pending.kwargs.get("on_run")
+    notes = list(pending.kwargs.get("notes") or []) + list(plan.notes)
     histories, values, stopped, used, first = [], [], [], [], None
     if plan.values is not None:
         values = [float(v) for v in plan.values()]
+    by_trace: dict = {}
+    for (j, req), history in zip(pending.requests, run_histories):
+        by_trace.setdefault(j, []).append((req, history))
     for j, trace in enumerate(plan.traces):
         per = []
-        for seed in ([setup.seeds[j]] if paired else setup.seeds):
-            alg = _plan_algorithm(plan, j)
-            history = algorithms.run(alg, setup.problem, trace, seed=seed, device=device, **plan.run_options)
+        for req, history in by_trace.get(j, []):
+            seed, alg = req.seed, req.algorithm
             if on_run is not None:
                 on_run(history, trace, alg, seed)
             first = history if first is None else first
