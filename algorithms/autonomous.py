@@ -122,6 +122,11 @@ class AutonomousFedGM(FedGM):
                                delta=r.where_active(delta, state.delta), models=r.where_active(models, state.models),
                                arrived=r.mask, delays=r.put(none, tau), steps=r.put(none, steps))
 
+    @property
+    def noise_steps(self) -> int:
+        """K_{t,i} = E_{t,i}·K ≤ max_epochs·K local steps a round."""
+        return self.max_epochs * self.local_steps
+
     def observe(self, before, after: AutonomousState, problem, r: Round) -> dict:
         """The arrivals of round t: ``local_steps`` K_{t,i} and ``delays`` τ_{t,i}, per run an
         array with one entry per arrived client (in client order), what Server momentum Thm 5.1

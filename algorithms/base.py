@@ -96,6 +96,12 @@ class Algorithm(ABC):
         their shapes differ (``run(..., observe=True)`` stacks them over rounds). None by default."""
         return {}
 
+    @property
+    def noise_steps(self) -> int:
+        """How many steps k = 0, 1, … of noise a round draws at most (the engine computes them
+        ahead); the local steps K unless the algorithm takes more."""
+        return self.local_steps
+
     def communication(self, dim: int, n_active: int) -> tuple[int, int]:
         """(downlink, uplink) floats of one round with ``n_active`` clients."""
         return self.down_vectors * dim * n_active, self.up_vectors * dim * n_active

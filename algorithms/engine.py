@@ -148,7 +148,7 @@ def _rounds(batch: _Batch, factor) -> Iterator[Round]:
     problem, noise = batch.problem, batch.noise
     per_round = batch.round_rows()
     kind = _noise_kind(problem)
-    steps = batch.algorithms[0].local_steps
+    steps = batch.algorithms[0].noise_steps
     covered = 0
     for t, (runs, clients, count) in enumerate(per_round):
         if kind is not None and t >= covered:

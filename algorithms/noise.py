@@ -77,6 +77,11 @@ def _values(keys: torch.Tensor, t, k, clients: torch.Tensor, kind: str, width: i
     return out[:, :width].to(dtype)
 
 
+def _row_keys(runs: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+    """run·2^32 + client: ascending along rows sorted by run then client."""
+    return runs.to(torch.int64) * 2**32 + clients.to(torch.int64)
+
+
 class Draws:
     """The random numbers of round t, step k for the rows (run, client) of one call.
 
@@ -89,10 +94,17 @@ class Draws:
         self.runs = runs
 
     def _draw(self, kind: str, width: int, dtype) -> torch.Tensor:
-        cached = self.stream._cache.get((self.t, self.k, kind))
-        if cached is not None and cached[0] is self.clients and cached[1].shape[1] == width:
-            return cached[1].to(dtype)
         runs = self.runs if self.runs is not None else torch.zeros_like(self.clients)
+        cached = self.stream._cache.get((self.t, self.k, kind))
+        if cached is not None and cached[2].shape[1] == width:
+            clients, keys, values = cached
+            if clients is self.clients:
+                return values.to(dtype)
+            if keys.numel() and self.clients.numel():    # a subset of the computed rows (sorted keys)
+                wanted = _row_keys(runs, self.clients)
+                at = torch.searchsorted(keys, wanted).clamp_(max=keys.numel() - 1)
+                if bool((keys[at] == wanted).all()):
+                    return values[at].to(dtype)
         keys = self.stream.keys.to(self.clients.device)[runs]
         return _values(keys, self.t, self.k, self.clients, kind, width, dtype)
 
@@ -131,7 +143,8 @@ class NoiseStream:
         """Compute in one Philox call the ``kind`` draws of ``width`` for steps 0..steps−1 of the
         leading (t, runs, clients) of ``rounds`` that fit in ``budget_bytes`` (at least one),
         kept (in float64, as every draw is made) until the next prefetch; a later ``draws(t, k,
-        clients)`` with the same ``clients`` tensor reads them. Returns how many rounds it covered."""
+        clients, runs)`` of those rows or of some of them reads them (the rows of each round are
+        sorted by run then client). Returns how many rounds it covered."""
         self._cache = {}
         if not rounds or steps < 1 or width < 1:
             return len(rounds)
@@ -155,10 +168,11 @@ class NoiseStream:
                            for _, _, c in chosen for k in range(steps)])
         values = _values(keys[all_runs], t_col, k_col, all_clients, kind, width, torch.float64)
         start = 0
-        for t, _, clients in chosen:
+        for t, runs, clients in chosen:
+            keys = _row_keys(runs, clients)
             for k in range(steps):
                 n = clients.numel()
-                self._cache[(int(t), k, kind)] = (clients, values[start:start + n])
+                self._cache[(int(t), k, kind)] = (clients, keys, values[start:start + n])
                 start += n
         return len(chosen)
 

@@ -127,6 +127,17 @@ def test_prefetched_draws_equal_draws_made_one_by_one():
             assert torch.equal(noise.draws(t, k, clients, runs).normal(4), fresh.draws(t, k, clients, runs).normal(4))
 
 
+def test_a_subset_of_prefetched_rows_reads_the_prefetch():
+    noise = NoiseStream([3, 4])
+    runs, clients = torch.tensor([0, 0, 1, 1, 1]), torch.tensor([1, 4, 0, 2, 3])
+    noise.prefetch([(2, runs, clients)], 1, "normal", 5)
+    some = torch.tensor([0, 3, 4])
+    got = noise.draws(2, 0, clients[some], runs[some]).normal(5)
+    assert torch.equal(got, NoiseStream([3, 4]).draws(2, 0, clients[some], runs[some]).normal(5))
+    other = noise.draws(2, 0, torch.tensor([3]), torch.tensor([0])).normal(5)     # not prefetched: computed
+    assert torch.equal(other, NoiseStream([3, 4]).draws(2, 0, torch.tensor([3]), torch.tensor([0])).normal(5))
+
+
 def test_prefetched_draws_read_in_float32_equal_direct_float32_draws():
     noise = NoiseStream(4)
     clients = torch.tensor([0, 2])
