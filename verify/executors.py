@@ -226,7 +226,9 @@ def _import_distributed():
 @contextmanager
 def dask_executor(scheduler: str | None = None, workers: int | None = None) -> Iterator[Executor]:
     """An Executor on the Dask scheduler at ``scheduler``, or on a local cluster of ``workers``
-    single-threaded processes, quiet (no dashboard, warnings only)."""
+    single-threaded processes, quiet: no dashboard, and its processes log critical errors only
+    (a cell that fails comes back through its future, in one line; a worker losing its
+    scheduler while Ctrl-C ends the cluster logs nothing)."""
     distributed = _import_distributed()
     if scheduler is not None:
         try:
@@ -240,7 +242,7 @@ def dask_executor(scheduler: str | None = None, workers: int | None = None) -> I
         with _starting_workers():      # the cluster's threads, and the workers they start, block SIGINT
             cluster = stack.enter_context(distributed.LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                silence_logs=logging.ERROR))
+                silence_logs=logging.CRITICAL))
         client = stack.enter_context(distributed.Client(cluster))
         yield client.get_executor()
 
