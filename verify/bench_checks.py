@@ -57,9 +57,9 @@ def check_ratio(title: str, extra: list[str], workload: str):
                  note=f"{runs} measured values, " + ("identical on both sides" if same else "DIFFERENT on the two sides"))
 
 
-def rounds_per_second_ratio(quick: bool = False):
-    """Rounds per second per run of 25 FedSUM runs (5 seeds × P1–P3 traces … on the default
-    quadratic), batched against one at a time."""
+def rounds_per_second_ratio(quick: bool = False, rounds: int | None = None):
+    """Rounds per second per run of 25 FedSUM runs (P1–P3 traces of their own seeds on the
+    default quadratic; T = 500, 100 with ``quick``, or ``rounds``), batched against one at a time."""
     import numpy as np
 
     import algorithms
@@ -68,7 +68,7 @@ def rounds_per_second_ratio(quick: bool = False):
     from .bench import Ratio
     from .catalogue import build_problem
 
-    rounds = 100 if quick else 500
+    rounds = rounds or (100 if quick else 500)
     problem = build_problem("quadratic", 20)
     masks = [preset(p, n_clients=20).sample(rounds, seed=s).mask for p in ("P1", "P2", "P3") for s in range(9)][:25]
     alg = algorithms.get("fedsum", eta_l=0.01, eta_g=1.0, local_steps=5)
@@ -83,14 +83,14 @@ def rounds_per_second_ratio(quick: bool = False):
                       + ("bit-identical" if same and np.all([a.stopped is None for a in alone]) else "DIFFERENT"))
 
 
-def conformance_ratio(quick: bool = False):
-    """A conformance search of FedSUM Thm 4.1 (FedSUM, 5 seeds a case), batched against one
-    run at a time."""
+def conformance_ratio(quick: bool = False, examples: int | None = None):
+    """A conformance search of FedSUM Thm 4.1 (FedSUM, 5 seeds a case; 12 cases, 4 with
+    ``quick``, or ``examples``), batched against one run at a time."""
     from .bench import Ratio
     from .counterexamples import conformance
     from .theorems.runner import one_by_one
 
-    examples = 4 if quick else 12
+    examples = examples or (4 if quick else 12)
 
     def search():
         return conformance("fedsum", "fedsum.theorem_4_1", max_examples=examples, seeds=5, shrink=False)

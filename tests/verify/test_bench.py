@@ -11,7 +11,7 @@ import torch
 
 import verify
 from participation import Trace
-from verify import bench
+from verify import bench, bench_checks
 from verify.cli import main
 
 
@@ -49,6 +49,7 @@ def test_bench_quick_prints_every_row(monkeypatch, capsys):
     work, training_round_ratios = tiny_workload(rounds=2), bench.training_round_ratios
     monkeypatch.setattr(bench, "training_round_ratios", lambda quick: training_round_ratios(work=work))
     monkeypatch.setattr(bench, "flower_ratio", lambda quick: bench.Skipped("FedAvg vs Flower", "not run in this test"))
+    monkeypatch.setattr(bench_checks, "batch_ratios", lambda quick: tiny_batch_rows())
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert main(["bench", "--quick"]) == 0
     out = capsys.readouterr().out
@@ -59,9 +60,26 @@ def test_bench_quick_prints_every_row(monkeypatch, capsys):
                 "Monte-Carlo E[tau_max], selection among available (uniform, auto):",
                 "Monte-Carlo E[tau_max], selection among available (reshuffled, auto):",
                 "training rounds, FedAvg:", "training rounds, FedSUM:", "local steps, MNIST CNN:", "FedAvg vs Flower:",
-                "GPU:"):
+                "GPU:", "check (default), batched:", "conformance search:", "rounds/s per run, batch of 25:"):
         assert sum(line.startswith(row) for line in out.splitlines()) == 1, row
     assert out.startswith("fedverify bench --quick:")
+
+
+def tiny_batch_rows():
+    return [bench_checks.check_ratio("check (default), batched", ["--rounds", "20", "--seeds", "2",
+                                                                   "--algorithms", "fedsum", "fedavg"], "tiny"),
+            bench_checks.conformance_ratio(examples=2), bench_checks.rounds_per_second_ratio(rounds=10)]
+
+
+@pytest.mark.slow
+def test_batch_rows_compare_the_same_numbers():
+    """Each batched row runs the same work both ways and says the numbers agree."""
+    rows = tiny_batch_rows()
+    assert [r.baseline for r in rows] == ["one run at a time"] * 3
+    assert rows[0].note == "12 measured values, identical on both sides"
+    assert rows[1].note == "same cases and worst margin"
+    assert rows[2].note.endswith("histories bit-identical") and "rounds/s batched" in rows[2].note
+    assert all(r.baseline_seconds > 0 and r.fast_seconds > 0 for r in rows)
 
 
 @pytest.mark.slow
