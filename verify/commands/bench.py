@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from . import arguments
 
-HELP = "throughput ratios against straightforward implementations, Flower (with fedverify[peers]) and, on a GPU, the CPU"
+HELP = ("throughput ratios against straightforward implementations, batched runs against the same runs one at a "
+        "time, Flower (with fedverify[peers]) and, on a GPU, the CPU")
 
 
 def add_arguments(parser) -> None:
