@@ -28,3 +28,36 @@ def pytest_runtest_setup(item):
     if not _torch_pinned and "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
         _torch_pinned = True
+
+
+# Every test leaves this process's Ctrl-C and SIGTERM as it found them: handlers and the
+# signal mask. A child process inherits both, and Python started with SIGINT blocked or
+# ignored never raises KeyboardInterrupt, so one leaked block would make a later test's
+# "Ctrl-C ends the command in one line" pass or fail by the order the tests ran in.
+_SIGNALS = ("SIGINT", "SIGTERM")
+
+
+def pytest_runtest_call(item):
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    numbers = [getattr(signal, name) for name in _SIGNALS]
+    handlers = {n: signal.getsignal(n) for n in numbers}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, []) if hasattr(signal, "pthread_sigmask") else None
+    item._signals_found = (handlers, mask)
+
+
+def pytest_runtest_teardown(item):
+    import signal
+
+    found = getattr(item, "_signals_found", None)
+    if found is None:
+        return
+    handlers, mask = found
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    for number, handler in handlers.items():
+        if handler is not None and signal.getsignal(number) is not handler:
+            signal.signal(number, handler)

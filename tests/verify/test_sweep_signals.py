@@ -27,6 +27,13 @@ def spec_file(tmp_path, spec=SMALL_MC):
     return path
 
 
+def ctrl_c_as_in_a_terminal():
+    """A child's Ctrl-C at its default, as a terminal gives it: the test's own process may
+    ignore SIGINT (pytest-xdist's workers do), and a Python started with SIGINT ignored never
+    raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def command(*args):
     return [sys.executable, "-m", "verify", "sweep", *map(str, args)]
 
@@ -130,7 +137,7 @@ def test_an_interrupt_swallowed_by_a_gc_callback_still_ends_the_sweep(tmp_path):
     """)
     process = subprocess.run([sys.executable, "-c", script, "sweep", str(spec_file(tmp_path)), "-o",
                               str(tmp_path / "out"), "-j", "1", "--no-progress"], env=env(), capture_output=True,
-                             text=True, timeout=60)
+                             text=True, timeout=60, preexec_fn=ctrl_c_as_in_a_terminal)
     assert process.returncode == 130 and process.stderr == "fedverify: interrupted\n", process.stderr
 
 
@@ -228,7 +235,7 @@ def test_ctrl_c_during_a_dask_sweep_is_one_line(tmp_path):
     out = tmp_path / "out"
     process = subprocess.Popen(command(spec_file(tmp_path, spec), "-o", out, "--workers", "2", "--no-progress"),
                                env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=ctrl_c_as_in_a_terminal)
     deadline = time.monotonic() + 60
     while not list((out / "cells").glob("*.json")) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
