@@ -231,10 +231,7 @@ def run_batch(algorithms, problem, traces, seeds=0, device=None, x0=None, record
                     stop_round = torch.where(bad, t, stop_round)
                     stop_kind = torch.where(bad, code, stop_kind)
                     alive = alive & ~bad
-            every = bool(alive.all())
-        else:
-            every = every_alive
-        every_alive = every
+            every_alive = bool(alive.all())
         final = x if every_alive else torch.where(alive[:, None], x, final)
         if t == T or not bool(alive.any()):
             break
@@ -287,7 +284,6 @@ def _histories(batch, record_every, recorded, losses, grads, accs, observed, fin
     stop_round, stop_kind = stop_round.cpu().numpy(), stop_kind.cpu().numpy()
     final, averaged, weight = _numpy(final), _numpy(weighted / weight.clamp(min=torch.finfo(weight.dtype).tiny)), \
         _numpy(weight)[:, 0]
-    split = {name: values for name, values in observed.items()}
     out = []
     for b in range(batch.size):
         alg = batch.algorithms[b]
@@ -306,12 +302,11 @@ def _histories(batch, record_every, recorded, losses, grads, accs, observed, fin
         down = np.array([alg.communication(problem.dim, int(m))[0] for m in sizes], dtype=np.float64)
         up = np.array([alg.communication(problem.dim, int(m))[1] for m in sizes], dtype=np.float64)
         obs = {}
-        for name, values in split.items():
+        for name, values in observed.items():
             if name in ("heterogeneity", "heterogeneity_max", "param_norm"):
                 obs[name] = _per_run(values, b)[keep] if values else np.zeros(0)
             else:
-                kept = _per_run(values[:executed], b)
-                obs[name] = kept
+                obs[name] = _per_run(values[:executed], b)
         out.append(History(
             algorithm=alg.name, hparams=alg.hparams, seed=batch.noise.entropies[b], rounds=rounds[keep],
             grad_norm2=grad2[b, keep], loss=loss[b, keep], accuracy=acc[b, keep] if acc is not None else None,
