@@ -11,10 +11,14 @@ it gives no confidence interval, so its verdict is "inconclusive" unless the run
 
 A bound conditional on {S_t} (FedSUM Thm 4.1, Lemmas C.6–E.6) needs every record to follow the
 same trace; a bound in full expectation (Cor 4.1) takes E[τ_max], E[τ_avg] as the records' mean
-(a Monte-Carlo estimate over the records' traces, said in the notes). Theorems with a plan of
-their own (Server momentum, CA-Fed, LOGIT) choose their step sizes and measure quantities along
-fedverify's own runs, so they check runs of the engine (``check``); a record is refused for them
-with a one-line reason.
+(a Monte-Carlo estimate over the records' traces, said in the notes).
+
+Theorems with a plan of their own (Server momentum, CA-Fed, LOGIT) are judged by that plan on
+the recorded runs (``verify.theorems.from_records``): the record's step sizes, hyper-parameters,
+participation model and per-round fields stand where fedverify's run would be, the left side
+and the bound are the plan's, and the verdict is the one judge's (``runner.judge_recorded``),
+with the same marks as ``check``. Recorded step sizes outside the theorem's (prescribed, or
+breaking a hypothesis on them) carry the ``†`` mark.
 """
 from __future__ import annotations
 
@@ -78,7 +82,7 @@ def _records(records) -> list[RunRecord]:
 def _same_setting(records: list[RunRecord]) -> None:
     first = records[0]
     for r in records[1:]:
-        for key in ("n_clients", "algorithm", "local_steps", "step_sizes"):
+        for key in ("n_clients", "algorithm", "local_steps", "step_sizes", "hparams", "schedule", "availability"):
             if r.header.get(key) != first.header.get(key):
                 raise ValueError(f"{Path(r.path).name if r.path else 'a record'}: {key} is {r.header.get(key)!r}, "
                                  f"not {first.header.get(key)!r} as in the first record; records judged together "
@@ -94,7 +98,9 @@ def _same_setting(records: list[RunRecord]) -> None:
                              "must have the same T")
 
 
-def _constants(record: RunRecord, constants) -> tuple[Constants, dict]:
+def _given(record: RunRecord, constants) -> dict:
+    """The header's constants overridden by ``constants`` (a dict, ``bounds.Constants`` or
+    ``verify.EstimatedConstants``)."""
     given = dict(record.header.get("constants") or {})
     if constants is not None:
         if isinstance(constants, Constants):
@@ -106,6 +112,15 @@ def _constants(record: RunRecord, constants) -> tuple[Constants, dict]:
         else:
             raise ValueError(f"constants must be a dict, bounds.Constants or verify.EstimatedConstants, got "
                              f"{type(constants).__name__}")
+    for k, v in given.items():
+        if k != "source" and v is not None and (not isinstance(v, numbers.Real) or isinstance(v, bool)
+                                                or not math.isfinite(v)):
+            raise ValueError(f"constant {k} must be a finite number, got {v!r}")
+    return given
+
+
+def _constants(record: RunRecord, constants) -> tuple[Constants, dict]:
+    given = _given(record, constants)
     missing = [k for k in NEEDED if given.get(k) is None]
     if missing:
         raise ValueError(f"the record gives no {', '.join(missing)}: pass constants= (or write them in its header)")
@@ -131,14 +146,13 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
     ``sigma2``, ``delta_f``, ``F0``), ``bounds.Constants`` or ``verify.EstimatedConstants``,
     overriding the header's."""
     theorem = resolve_theorem(theorem)
-    if theorem.plan is not None:
-        raise ValueError(f"{theorem.name} chooses its own step sizes and measures along fedverify's runs: check it with "
-                         "verify.check; a record is judged against FedSUM's theorems and delay bounds")
     theorem.require_checkable()
     if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0.5 <= confidence < 1:
         raise ValueError(f"confidence must lie in [0.5, 1), got {confidence!r}")
     records = _records(records)
     _same_setting(records)
+    if theorem.plan is not None:
+        return _judge_plan(records, theorem, constants, float(confidence))
     first = records[0]
     consts, const_info = _constants(first, constants)
     spec = resolve_bound(theorem)
@@ -231,3 +245,42 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         per_trace_tau=tuple((int(m.tau_max), float(m.tau_avg)) for m in metrics), first_run=histories[0],
         covered=covered, lhs=theorem.lhs, diverged=decision.diverged, steps_outside=steps_outside,
         fixed_trace=spec.expectation and len(records) == 1)
+
+
+def _seeds_of(records: list[RunRecord]) -> tuple[int, ...]:
+    """The records' seeds when each names a distinct one, else their positions."""
+    seeds = [r.header.get("seed") for r in records]
+    if all(isinstance(x, int) and x >= 0 for x in seeds) and len(set(seeds)) == len(seeds):
+        return tuple(seeds)
+    return tuple(range(len(records)))
+
+
+def _judge_plan(records: list[RunRecord], theorem, constants, confidence: float) -> CheckResult:
+    """A theorem with a plan (Server momentum, CA-Fed, LOGIT) judged on the records (module docstring)."""
+    from .theorems import from_records
+    from .theorems.runner import judge_recorded, make_plan
+
+    first = records[0]
+    given = _given(first, constants)
+    from_records.constants_needed(theorem, given)
+    from_records.finite_left_sides(records, theorem)
+    setup, notes = from_records.record_setup(records, theorem, given, confidence)
+    setup = dataclasses.replace(setup, seeds=_seeds_of(records))
+    histories = [from_records.record_history(r, theorem.name) for r in records]
+    plan = make_plan(theorem, setup)
+    bound = plan.bound(histories)
+    if given.get("F0") is None:            # never taken as 0: refused when the bound depends on it
+        again = make_plan(theorem, from_records.with_F0(setup, 1.0)).bound(histories)
+        if again.value != bound.value:
+            raise ValueError(f"the record gives no F0, which {theorem.name} uses: write it in the header's constants "
+                             "or pass it (--F0, constants=)")
+    outside = from_records.steps_outside(theorem, setup, plan, bound)
+    if outside:
+        plan.steps_outside = outside
+    const_info = {k: {"value": v, "exact": None} for k, v in given.items() if k != "source" and v is not None}
+    if given.get("source"):
+        const_info["source"] = given["source"]
+    result = judge_recorded(theorem, setup, plan, histories, confidence=confidence, const_info=const_info, notes=notes)
+    if len(records) == 1 and not result.values[0] == result.values[0]:      # NaN left side: a field was null
+        raise ValueError(f"{theorem.lhs} is undefined for {Path(first.path).name if first.path else 'the record'}")
+    return result

@@ -1,17 +1,29 @@
 """The run record: one open, versioned, append-only file per training run, made anywhere.
 
-Format ``fedverify-run`` version 1, JSON Lines (UTF-8, one JSON object per line; the schema ships
-as ``verify/schemas/run-record.schema.json``):
+Format ``fedverify-run`` version 2, JSON Lines (UTF-8, one JSON object per line; the schema ships
+as ``verify/schemas/run-record.schema.json``). Version 1 is version 2 without the fields marked
+(v2); both load.
 
-* line 1, the header: ``{"format": "fedverify-run", "version": 1, "n_clients": N, ...}`` with
-  optional ``algorithm`` (a name), ``local_steps`` K, ``step_sizes`` (``eta_g``, ``eta_l``, ...),
-  ``seed``, ``constants`` (``L``, ``sigma2``, ``delta_f``, ``F0``, ... and ``source``: how they were
-  obtained), ``problem`` and ``notes`` (free text), ``created`` (ISO time);
+* line 1, the header: ``{"format": "fedverify-run", "version": 2, "n_clients": N, ...}`` with
+  optional ``algorithm`` (a registered name), ``local_steps`` K, ``step_sizes`` (``eta_g``,
+  ``eta_l``, ...), ``seed``, ``constants`` (``L``, ``sigma2``, ``delta_f``, ``F0`` and the
+  constants a theorem needs, see :data:`CONSTANTS`, with ``source``: how they were obtained),
+  ``problem`` and ``notes`` (free text), ``created`` (ISO time), and (v2):
+
+  - ``hparams``: the algorithm's other hyper-parameters (numbers, text, lists of numbers), e.g.
+    ``{"beta": 0.9}`` for FedAvgM, ``{"surrogate": "generator"}`` for LOGIT;
+  - ``schedule``: a multistage server schedule ``{"lengths": [T_1..T_S], "eta_g": [η_1..η_S],
+    "beta": [β_1..β_S], "nu": ν, "eta_l": η_l}`` (Server momentum, arXiv:2312.12670, Alg. 3 and
+    Sec. 4.1);
+  - ``availability``: the participation model the run assumed, :data:`AVAILABILITY` (e.g.
+    ``{"model": "markov", "pi": [...], "lam": [...]}``; ``{"model": "estimate"}`` asks for it to
+    be estimated from the recorded S_t);
 * one line per round, in order t = 0, 1, …: ``{"round": t, "selected": [ids], "replied": [ids],
   "grad_norm2": ‖∇f(x_t)‖², "loss": f(x_t), "accuracy": ..., ...}``: ``selected`` the clients sent
   work, ``replied`` those whose update arrived (S_t, the participation the theorems see; a
-  subset of ``selected``), and any measured quantities (numbers; ``grad_norm2`` is what FedSUM's
-  left side needs, at the model x_t the round starts from).
+  subset of ``selected``), and any measured quantities: numbers (``grad_norm2`` is what FedSUM's
+  left side needs, at the model x_t the round starts from) and (v2) the per-client lists of
+  :data:`PER_CLIENT`, N entries each, null where the quantity is undefined for a client.
 
 Every round is one ``write`` of a whole line, flushed and synced before ``record_round`` returns,
 so a crash loses at most the round being written: :func:`load_record` keeps every complete line,
@@ -34,13 +46,44 @@ import numpy as np
 
 from participation.files import strict_json
 
-__all__ = ["RunRecord", "RunRecorder", "load_record", "FORMAT", "VERSION", "SCHEMA_PATH", "record_from_history"]
+__all__ = ["RunRecord", "RunRecorder", "load_record", "FORMAT", "VERSION", "READS", "SCHEMA_PATH", "PER_CLIENT",
+           "PER_ROUND", "CONSTANTS", "AVAILABILITY", "record_from_history", "availability_of",
+           "algorithm_fields"]
 
 FORMAT = "fedverify-run"
-VERSION = 1
+VERSION = 2
+#: The versions this fedverify reads.
+READS = (1, 2)
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "run-record.schema.json"
 _HEADER_OPTIONAL = {"algorithm": str, "local_steps": int, "step_sizes": dict, "seed": int, "constants": dict,
-                    "problem": (str, dict), "notes": str, "created": str}
+                    "problem": (str, dict), "notes": str, "created": str, "hparams": dict, "schedule": dict,
+                    "availability": dict}
+#: Per-client round fields (v2), N entries each (null where undefined), and what each holds.
+PER_CLIENT = {
+    "local_steps": "K_{t,i}, the local steps of client i's update that arrived in round t (Server momentum Alg. 4)",
+    "delays": "τ_{t,i}, the rounds since the model client i's arriving update started from (Server momentum Alg. 4)",
+    "weights": "q_{t,i}, client i's aggregation weight in round t (CA-Fed eq. (2))",
+    "probabilities": "p_i^t, client i's availability probability in round t (LOGIT Section 3.3)",
+    "generator_error": "e_{i,t} = (1/I) Σ_j ‖g̃_i − ∇F_i(x^i_{t,j})‖² for an unavailable client i (LOGIT eq. (23))",
+    "avg_client_losses": "F_i(w̄) at the step-weighted average iterate w̄ after round t (CA-Fed §III-B)",
+}
+#: Per-round numbers (v2) the theorems of other papers read.
+PER_ROUND = {
+    "heterogeneity": "(1/N) Σ_i ‖∇f_i(x_t) − ∇f(x_t)‖² (Server momentum Assumption A3, σ_g²)",
+    "heterogeneity_max": "max_i ‖∇f_i(x_t) − ∇f(x_t)‖² (LOGIT Assumption 4, σ₃²)",
+}
+#: Constants a header may give beyond L, σ², Δ_f, F_0, and the theorem that reads each.
+CONSTANTS = {
+    "sigma_g2": "σ_g², Server momentum Assumption A3", "zeta2": "σ₃², LOGIT Assumption 4",
+    "sigma2_surrogate": "σ₂², LOGIT Assumption 3", "eps_star": "ε*, LOGIT Assumption 5, (30)",
+    "C1": "C₁, LOGIT Assumption 5, (31)–(32)", "mu": "μ, CA-Fed Assumption 4",
+    "Gamma": "Γ = max_k F_k(w*) − F_k*, CA-Fed eq. (9)", "Gamma_prime": "Γ' = max_k F_k(w_B*) − F_k*, CA-Fed Thm 3",
+    "diam": "diam(W), CA-Fed Lemma 1", "eps_bias": "ε_bias = F(w_B*) − F*, CA-Fed Thm 1",
+    "F_star": "F* = min Σ_k α_k F_k, CA-Fed eq. (3)", "F_B_star": "F_B* = min Σ_k p_k F_k, CA-Fed eq. (4)",
+}
+#: The availability models (v2) and their fields.
+AVAILABILITY = {"full": (), "uniform": ("m",), "any": ("m",), "markov": ("pi", "lam"), "bernoulli": ("p",),
+                "estimate": ()}
 _ROUND_REQUIRED = ("round", "selected", "replied")
 #: Bytes of parsed JSON (Python lists of ints, dicts) per byte of a record's text, for the memory budget.
 PARSED_BYTES_PER_BYTE = 16
@@ -50,13 +93,15 @@ PARSED_BYTES_PER_BYTE = 16
 class RunRecord:
     """A loaded record: ``header`` (dict), ``mask`` (T, N) bool of S_t (who replied),
     ``selected`` (T, N) bool, ``metrics`` name → (T,) float64 (NaN where a round did not report
-    it), ``path``. ``trace`` is the participation as a ``participation.Trace``."""
+    it), ``path``, ``vectors`` name → (T, N) float64 of the per-client fields (NaN where null or
+    not recorded). ``trace`` is the participation as a ``participation.Trace``."""
 
     header: dict
     mask: np.ndarray
     selected: np.ndarray
     metrics: dict = field(default_factory=dict)
     path: Path | None = None
+    vectors: dict = field(default_factory=dict)
 
     @property
     def n_clients(self) -> int:
@@ -102,8 +147,9 @@ def check_header(header, path=None) -> dict:
         raise ValueError(f"{where}: the header must be a JSON object")
     if header.get("format") != FORMAT:
         raise ValueError(f"{where}: format must be {FORMAT!r}, got {header.get('format')!r}")
-    if type(header.get("version")) is not int or header.get("version") != VERSION:
-        raise ValueError(f"{where}: version {header.get('version')!r} is not supported (this fedverify reads {VERSION})")
+    if type(header.get("version")) is not int or header.get("version") not in READS:
+        raise ValueError(f"{where}: version {header.get('version')!r} is not supported (this fedverify reads "
+                         f"{', '.join(map(str, READS))})")
     n = header.get("n_clients")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"{where}: n_clients must be an integer ≥ 1, got {n!r}")
@@ -124,7 +170,66 @@ def check_header(header, path=None) -> dict:
             raise ValueError(f"{where}: constants.{name} must be a finite number, got {value!r}")
         elif name in ("L", "sigma2", "delta_f", "F0") and not value >= 0:
             raise ValueError(f"{where}: constants.{name} must be ≥ 0, got {value!r}")
+    for name, value in (header.get("hparams") or {}).items():
+        if not (isinstance(value, (str, bool)) or (_is_number(value) and math.isfinite(value))
+                or (isinstance(value, list) and all(_is_number(v) and math.isfinite(v) for v in value))):
+            raise ValueError(f"{where}: hparams.{name} must be a finite number, text or a list of numbers, "
+                             f"got {str(value)[:40]}")
+    if header.get("schedule") is not None:
+        _check_schedule(header["schedule"], where)
+    if header.get("availability") is not None:
+        _check_availability(header["availability"], n, where)
     return header
+
+
+def _numbers(value, name: str, where: str, *, length: int | None = None, positive: bool = False) -> list:
+    if not isinstance(value, list) or not value or not all(_is_number(v) and math.isfinite(v) for v in value):
+        raise ValueError(f"{where}: {name} must be a non-empty list of finite numbers, got {str(value)[:60]}")
+    if length is not None and len(value) != length:
+        raise ValueError(f"{where}: {name} has {len(value)} entries, not {length}")
+    if positive and min(value) <= 0:
+        raise ValueError(f"{where}: {name} must be positive, got {min(value)!r}")
+    return value
+
+
+def _check_schedule(schedule, where: str) -> None:
+    """A multistage schedule: lengths, η per stage, β per stage, one ν and one η_l."""
+    for key in ("lengths", "eta_g", "beta", "nu", "eta_l"):
+        if key not in schedule:
+            raise ValueError(f"{where}: schedule.{key} is missing (lengths, eta_g, beta, nu, eta_l)")
+    lengths = _numbers(schedule["lengths"], "schedule.lengths", where, positive=True)
+    if not all(isinstance(v, int) for v in lengths):
+        raise ValueError(f"{where}: schedule.lengths must be whole numbers of rounds, got {lengths}")
+    _numbers(schedule["eta_g"], "schedule.eta_g", where, length=len(lengths), positive=True)
+    beta = _numbers(schedule["beta"], "schedule.beta", where, length=len(lengths))
+    if not all(0 <= b < 1 for b in beta):
+        raise ValueError(f"{where}: schedule.beta must lie in [0, 1), got {beta}")
+    nu = schedule["nu"]
+    nus = _numbers(nu, "schedule.nu", where, length=len(lengths)) if isinstance(nu, list) else [nu]
+    if not all(_is_number(v) and math.isfinite(v) and 0 <= v <= 1 for v in nus):
+        raise ValueError(f"{where}: schedule.nu must be a number in [0, 1] or one per stage, got {nu!r}")
+    eta_l = schedule["eta_l"]
+    if not _is_number(eta_l) or not math.isfinite(eta_l) or not eta_l > 0:
+        raise ValueError(f"{where}: schedule.eta_l must be one finite number > 0, got {eta_l!r}")
+
+
+def _check_availability(model, n: int, where: str) -> None:
+    """One of :data:`AVAILABILITY` with its fields: probabilities in [0, 1], m in 1..N."""
+    kind = model.get("model")
+    if kind not in AVAILABILITY:
+        raise ValueError(f"{where}: availability.model must be one of {', '.join(AVAILABILITY)}, got {kind!r}")
+    for key in AVAILABILITY[kind]:
+        if key not in model:
+            raise ValueError(f"{where}: availability {kind!r} needs {key!r}")
+        if key == "m":
+            m = model["m"]
+            if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= n:
+                raise ValueError(f"{where}: availability.m must be an integer in 1..{n}, got {m!r}")
+        else:
+            values = _numbers(model[key], f"availability.{key}", where, length=n)
+            if not all(0 <= v <= 1 for v in values):
+                raise ValueError(f"{where}: availability.{key} must hold probabilities in [0, 1], got "
+                                 f"{min(values)!r}..{max(values)!r}")
 
 
 def _is_number(value) -> bool:
@@ -148,8 +253,15 @@ def check_round(entry, t: int, n: int, path=None, line: int | None = None) -> di
     for key, value in entry.items():
         if key in _ROUND_REQUIRED:
             continue
+        if key in PER_CLIENT and isinstance(value, list):
+            if len(value) != n or not all(v is None or (_is_number(v) and math.isfinite(v)) for v in value):
+                raise ValueError(f"{where}: {key} must be a list of {n} numbers or nulls (one per client), "
+                                 f"got {str(value)[:60]}")
+            continue
         if value is not None and not _is_number(value):
-            raise ValueError(f"{where}: {key} must be a number or null, got {str(value)[:40]}")
+            raise ValueError(f"{where}: {key} must be a number or null"
+                             + (f" (or a list of {n}, one per client)" if key in PER_CLIENT else "")
+                             + f", got {str(value)[:40]}")
         if key == "grad_norm2" and value is not None and not value >= 0:
             raise ValueError(f"{where}: grad_norm2 is a squared norm and must be ≥ 0, got {value!r}")
     return entry
@@ -200,15 +312,26 @@ def load_record(path) -> RunRecord:
     rounds = [check_round(e, t, n, path, numbered[t + 1][0]) for t, e in enumerate(entries[1:])]
     T = len(rounds)
     mask, selected = np.zeros((T, n), dtype=bool), np.zeros((T, n), dtype=bool)
-    names = list(dict.fromkeys(k for e in rounds for k in e if k not in _ROUND_REQUIRED))
+    per_client = {k for e in rounds for k, v in e.items() if isinstance(v, list) and k not in _ROUND_REQUIRED}
+    names = list(dict.fromkeys(k for e in rounds for k in e if k not in _ROUND_REQUIRED and k not in per_client))
     metrics = {k: np.full(T, np.nan) for k in names}
+    if per_client:
+        require_memory(8.0 * n * T * len(per_client), f"run record {path.name}: per-client fields "
+                       f"{', '.join(sorted(per_client))} over {T} rounds × {n} clients")
+    vectors = {k: np.full((T, n), np.nan) for k in sorted(per_client)}
     for t, e in enumerate(rounds):
         mask[t, e["replied"]] = True
         selected[t, e["selected"]] = True
         for k in names:
             if e.get(k) is not None:
                 metrics[k][t] = float(e[k])
-    return RunRecord(header=header, mask=mask, selected=selected, metrics=metrics, path=path)
+        for k in vectors:
+            if isinstance(e.get(k), list):
+                vectors[k][t] = [np.nan if v is None else float(v) for v in e[k]]
+            elif e.get(k) is not None:
+                raise ValueError(f"{_where(path, numbered[t + 1][0])}: {k} is a number here and a per-client list "
+                                 "in other rounds; write it one way")
+    return RunRecord(header=header, mask=mask, selected=selected, metrics=metrics, path=path, vectors=vectors)
 
 
 def _client_ids(ids, name: str) -> list[int]:
@@ -226,6 +349,33 @@ def _client_ids(ids, name: str) -> list[int]:
 
 def _not_a_record(line: int) -> str:
     return "; not a fedverify run record" if line == 1 else ""
+
+
+def _plain(value):
+    """``value`` with numpy scalars and arrays as JSON numbers and lists (None stays None)."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _per_client(values, name: str, n: int) -> list:
+    """One round's per-client values as N JSON numbers or nulls (None and NaN are null)."""
+    items = list(values)
+    if len(items) != n:
+        raise ValueError(f"{name} has {len(items)} entries; give one per client ({n}), None where undefined")
+    out = []
+    for v in items:
+        if v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isnan(float(v))):
+            out.append(None)
+        else:
+            out.append(_json_number(v))
+    return out
 
 
 def _json_number(value):
@@ -253,11 +403,14 @@ class RunRecorder:
 
     def __init__(self, path, n_clients: int, *, algorithm: str | None = None, local_steps: int | None = None,
                  step_sizes: dict | None = None, seed: int | None = None, constants: dict | None = None,
-                 problem=None, notes: str | None = None, resume: bool = False):
+                 problem=None, notes: str | None = None, hparams: dict | None = None, schedule: dict | None = None,
+                 availability: dict | None = None, resume: bool = False):
         self.path = Path(path)
         header = {"format": FORMAT, "version": VERSION, "n_clients": n_clients}
         for key, value in (("algorithm", algorithm), ("local_steps", local_steps), ("step_sizes", step_sizes),
-                           ("seed", seed), ("constants", constants), ("problem", problem), ("notes", notes)):
+                           ("seed", seed), ("constants", constants), ("problem", problem), ("notes", notes),
+                           ("hparams", _plain(hparams)), ("schedule", _plain(schedule)),
+                           ("availability", _plain(availability))):
             if value is not None:
                 header[key] = value
         check_header({**header}, self.path)
@@ -317,14 +470,19 @@ class RunRecorder:
             raise ValueError(f"{self.path.name} was created by another recorder at the same time; choose another path")
 
     def record_round(self, t: int, selected, replied, **metrics) -> None:
-        """Append round ``t`` (must be ``next_round``): who was sent work, who replied, and numbers."""
+        """Append round ``t`` (must be ``next_round``): who was sent work, who replied, and
+        measured values: numbers, or for the fields of :data:`PER_CLIENT` a sequence of N
+        (None or NaN where undefined for a client)."""
         if t != self.next_round:
             raise ValueError(f"round {t}: the record expects round {self.next_round} next")
         entry = {"round": int(t), "selected": _client_ids(selected, "selected"), "replied": _client_ids(replied, "replied")}
         for key, value in metrics.items():
             if key in _ROUND_REQUIRED:
                 raise ValueError(f"{key!r} is a reserved field of a round")
-            entry[key] = None if value is None else _json_number(value)
+            if key in PER_CLIENT and value is not None and np.ndim(value) == 1:
+                entry[key] = _per_client(value, key, self.n_clients)
+            else:
+                entry[key] = None if value is None else _json_number(value)
         check_round(entry, t, self.n_clients, self.path)
         self._append(entry)
         self.next_round += 1
@@ -336,31 +494,97 @@ class RunRecorder:
         return False
 
 
+def algorithm_fields(algorithm) -> dict:
+    """``hparams`` and ``schedule`` of a record header for an ``algorithms.Algorithm``: its
+    hyper-parameters other than the step sizes and K that a record can hold (numbers, text,
+    lists of numbers), and its stage schedule when it has one."""
+    hparams, schedule = {}, None
+    for key, value in algorithm.hparams.items():
+        if key.startswith("eta") or key == "local_steps" or value is None:
+            continue
+        if key == "schedule":
+            schedule = {"lengths": [int(v) for v in value.lengths], "eta_g": [float(v) for v in value.eta_g],
+                        "beta": [float(v) for v in value.beta], "nu": [float(v) for v in value.nu],
+                        "eta_l": float(value.eta_l)}
+            continue
+        value = _plain(value)
+        if isinstance(value, (str, bool)) or (_is_number(value) and math.isfinite(value)) or (
+                isinstance(value, list) and value and all(_is_number(v) and math.isfinite(v) for v in value)):
+            hparams[key] = value
+    return {"hparams": hparams or None, "schedule": schedule}
+
+
+def availability_of(source) -> dict | None:
+    """The header's ``availability`` for a participation pattern fedverify draws from: Uniform →
+    uniform m, Markov → markov π, λ, Bernoulli with per-client p → bernoulli p, every client every
+    round → full; None for any other source (a trace, another pattern)."""
+    from participation import Trace
+    from participation.patterns import Bernoulli, Markov, Uniform
+
+    if isinstance(source, Uniform):
+        return {"model": "full"} if source.per_round == source.n_clients else {"model": "uniform", "m": int(source.per_round)}
+    if isinstance(source, Markov):
+        return {"model": "markov", "pi": [float(v) for v in np.asarray(source.pi, dtype=float)],
+                "lam": [float(v) for v in np.asarray(source.lam, dtype=float)]}
+    if isinstance(source, Bernoulli) and not callable(source.p) and np.ndim(source.p) <= 1:
+        p = np.broadcast_to(np.asarray(source.p, dtype=float), (source.n_clients,))
+        return {"model": "bernoulli", "p": [float(v) for v in p]}
+    if isinstance(source, Trace) and source.mask.all():
+        return {"model": "full"}
+    return None
+
+
+def _engine_fields(history, mask: np.ndarray, averaged_losses) -> list[dict]:
+    """Per round, the v2 fields of an engine run's ``observed`` (``algorithms.run(observe=True)``)."""
+    T, N = mask.shape
+    obs = history.observed or {}
+    rows: list[dict] = [{} for _ in history.rounds]
+    index = {int(t): i for i, t in enumerate(history.rounds)}
+    for name in ("heterogeneity", "heterogeneity_max"):
+        for i, value in enumerate(np.asarray(obs.get(name, []), dtype=float)[:len(rows)]):
+            rows[i][name] = value
+    for name in ("local_steps", "delays"):
+        for t, values in enumerate(obs.get(name, ())[:T]):
+            if int(t) in index:
+                full = np.full(N, np.nan)
+                full[np.flatnonzero(mask[t])] = np.asarray(values, dtype=float)
+                rows[index[t]][name] = full
+    for name, field_ in (("weights", "weights"), ("client_generator_error", "generator_error")):
+        table = obs.get(name)
+        if table is not None and len(table):
+            for t, values in enumerate(np.asarray(table, dtype=float)[:T]):
+                if int(t) in index:
+                    rows[index[t]][field_] = values
+    if averaged_losses is not None and rows:
+        rows[-1]["avg_client_losses"] = np.asarray(averaged_losses, dtype=float)
+    return rows
+
+
 def record_from_history(path, history, trace, *, algorithm, local_steps: int, step_sizes: dict, seed: int | None,
-                        constants: dict | None = None, problem=None) -> Path:
+                        constants: dict | None = None, problem=None, hparams: dict | None = None,
+                        schedule: dict | None = None, availability: dict | None = None, averaged_losses=None) -> Path:
     """Write the record of a run of fedverify's engine (``algorithms.run``): the trace as both
-    selected and replied, and per round ‖∇f(x_t)‖², f(x_t) and accuracy (needs ``record_every=1``).
-    The whole record is written beside ``path`` and renamed onto it (an old one is replaced)."""
+    selected and replied, and per round ‖∇f(x_t)‖², f(x_t), accuracy and what the run observed
+    (``observe=True``: heterogeneity, local steps and delays, weights, generator errors; needs
+    ``record_every=1``); ``averaged_losses``: F_k at the run's averaged iterate, written in the
+    last round. The whole record is written beside ``path`` and renamed onto it (an old one is
+    replaced)."""
     mask = np.asarray(trace.mask if hasattr(trace, "mask") else trace, dtype=bool)
     path = Path(path)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     partial.unlink(missing_ok=True)
     try:
-        _write_history(partial, history, mask, algorithm=algorithm, local_steps=local_steps, step_sizes=step_sizes,
-                       seed=seed, constants=constants, problem=problem)
+        with RunRecorder(partial, mask.shape[1], algorithm=algorithm, local_steps=local_steps,
+                         step_sizes={k: float(v) for k, v in step_sizes.items()}, seed=seed, constants=constants,
+                         problem=problem, hparams=hparams, schedule=schedule, availability=availability) as rec:
+            extra = _engine_fields(history, mask, averaged_losses)
+            for i, t in enumerate(history.rounds):
+                ids = np.flatnonzero(mask[t])
+                metrics = {"grad_norm2": history.grad_norm2[i], "loss": history.loss[i], **extra[i]}
+                if history.accuracy is not None and np.isfinite(history.accuracy[i]):
+                    metrics["accuracy"] = history.accuracy[i]
+                rec.record_round(int(t), ids, ids, **metrics)
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
     return path
-
-
-def _write_history(path, history, mask, *, algorithm, local_steps, step_sizes, seed, constants, problem) -> None:
-    with RunRecorder(path, mask.shape[1], algorithm=algorithm, local_steps=local_steps,
-                     step_sizes={k: float(v) for k, v in step_sizes.items()}, seed=seed,
-                     constants=constants, problem=problem) as rec:
-        for i, t in enumerate(history.rounds):
-            ids = np.flatnonzero(mask[t])
-            metrics = {"grad_norm2": history.grad_norm2[i], "loss": history.loss[i]}
-            if history.accuracy is not None and np.isfinite(history.accuracy[i]):
-                metrics["accuracy"] = history.accuracy[i]
-            rec.record_round(int(t), ids, ids, **metrics)

@@ -216,7 +216,7 @@ def test_header_fields_and_read_back(tmp_path, schema_validator):
             rec.record_round(t, np.array(selected[t], dtype=np.int64), replied[t], grad_norm2=1.0 / (t + 1),
                              loss=10.0 - t, **extra)
     header = lines_of(path)[0]
-    assert header["format"] == "fedverify-run" and header["version"] == 1 and header["n_clients"] == 4
+    assert header["format"] == "fedverify-run" and header["version"] == 2 and header["n_clients"] == 4
     assert header["algorithm"] == "mine" and header["local_steps"] == 3 and header["seed"] == 7
     assert header["step_sizes"] == {"eta_g": 1.0, "eta_l": 0.05} and header["constants"] == consts
     assert header["problem"] == {"name": "toy", "dim": 2} and header["notes"] == "a note"
@@ -281,7 +281,7 @@ BAD_LINES = [
     ("metric is a string", _set(2, "loss", "0.5"), 3, "loss", True),
     ("custom metric is a string", _set(2, "wall_time", "fast"), 3, "wall_time", True),
     ("wrong format", _set(0, "format", "other-run"), 1, "format", True),
-    ("wrong version", _set(0, "version", 2), 1, "version", True),
+    ("wrong version", _set(0, "version", 3), 1, "version", True),
     ("fractional n_clients", _set(0, "n_clients", 2.5), 1, "n_clients", True),
     ("string n_clients", _set(0, "n_clients", "4"), 1, "n_clients", True),
 ]

@@ -232,6 +232,20 @@ def add_arguments(parser) -> None:
     arguments.add_no_progress(parser)
 
 
+def averaged_losses(problem, history):
+    """F_k (k = 1..N) at the run's step-weighted average iterate (CA-Fed §III-B), in float64, or
+    None where the run has no average or the problem no per-client losses."""
+    if history.averaged_params is None or not hasattr(problem, "client_losses"):
+        return None
+    import torch
+
+    reference = problem.to("cpu", torch.float64)
+    try:
+        return reference.client_losses(torch.as_tensor(history.averaged_params, dtype=torch.float64)).numpy()
+    except (ValueError, NotImplementedError):
+        return None
+
+
 def compute_rows(args, tables, problem, consts, device, hparams, recorder=None):
     """The check's results: (cells, results, admissible), a cell being (theorem, algorithm name,
     pattern label, trace or pattern), ``admissible`` mapping id(result) to the row at admissible
@@ -257,7 +271,7 @@ def compute_rows(args, tables, problem, consts, device, hparams, recorder=None):
 
     cells = [(theorem, name, label, source) for theorem, names, patterns in tables
              for name in names for label, source in patterns]
-    results = checked([call(theorem, name, source, on_run=recorder(name, label) if recorder else None)
+    results = checked([call(theorem, name, source, on_run=recorder(name, label, source) if recorder else None)
                        for theorem, name, label, source in cells], [(t, n, lab) for t, n, lab, _ in cells])
     wanted = [(cell, result) for cell, result in zip(cells, results) if _needs_admissible_row(result, cell[0])]
     at_admissible = checked([call(theorem, name, source, step_sizes="admissible")
@@ -290,10 +304,10 @@ def run(args) -> str:
         writable_folder(args.record, "--record", ())
     pc = problem.constants() if args.record is not None else None
 
-    def recorder(algorithm_label, pattern_label):
+    def recorder(algorithm_label, pattern_label, source):
         if args.record is None:
             return None
-        from ..records import record_from_history
+        from ..records import algorithm_fields, availability_of, record_from_history
 
         constants = {"L": pc.L, "sigma2": pc.sigma2, "delta_f": pc.delta_f, "F0": pc.F0,
                      "source": f"fedverify problem {args.problem}: " + ("exact" if {"L", "sigma2", "delta_f", "F0"}
@@ -307,7 +321,8 @@ def run(args) -> str:
             steps = {k: v for k, v in algorithm.hparams.items() if k.startswith("eta") and isinstance(v, (int, float))}
             record_from_history(Path(args.record) / name, history, trace, algorithm=algorithm.name,
                                 local_steps=algorithm.local_steps, step_sizes=steps, seed=int(seed),
-                                constants=constants, problem=args.problem)
+                                constants=constants, problem=args.problem, availability=availability_of(source),
+                                averaged_losses=averaged_losses(problem, history), **algorithm_fields(algorithm))
         return write
     rows, notes, sections, footnotes = [], {}, [], []
     total = sum(len(n) * len(p) for _, n, p in tables) * args.seeds

@@ -67,7 +67,7 @@ class NotCheckable(ValueError):
 class Setup:
     """What a theorem's ``plan`` is given.
 
-    ``problem`` (an ``algorithms`` problem), ``algorithm`` (the registered name asked for),
+    ``problem`` (an ``algorithms`` problem; None for recorded runs, see ``recorded``), ``algorithm`` (the registered name asked for),
     ``hparams`` (the user's extra hyper-parameters), ``given`` (an ``Algorithm`` whose own step
     sizes are to be used, or None), ``constants`` (``bounds.Constants`` with N, K, T of the
     run; ``extra`` may carry constants the user knows, e.g. ``zeta2``), ``trace`` (a fixed
@@ -91,6 +91,9 @@ class Setup:
     #: Traces drawn for a bound in full expectation (None: one per seed, paired with it).
     n_traces: int | None = None
     confidence: float = 0.95
+    #: The traces of recorded runs (``verify.check_run``): the plan is judged on these runs, one
+    #: per trace, and ``problem`` is None (the records carry what the left side needs).
+    recorded: tuple | None = None
 
     @property
     def n_clients(self) -> int:
@@ -110,6 +113,10 @@ class Setup:
         ``trace_seed``)."""
         from participation import Trace
 
+        if self.recorded is not None:
+            note = ("bound in expectation over the participation, judged on one recorded trace"
+                    if expectation == "participation" and len(self.recorded) == 1 else None)
+            return list(self.recorded), note
         if self.pattern is None:
             note = ("bound in expectation over the participation, judged on one fixed trace"
                     if expectation == "participation" else None)

@@ -21,7 +21,7 @@ from ..verdicts import CheckResult, distinct_seeds, judge, noise_free, rounding_
 from .contract import Plan, Setup, Theorem
 from .delay import delay_plan
 
-__all__ = ["run_plan", "run_plans", "make_plan", "execute_runs", "one_by_one", "RunRequest"]
+__all__ = ["run_plan", "run_plans", "make_plan", "execute_runs", "one_by_one", "RunRequest", "judge_recorded"]
 
 
 def make_plan(theorem: Theorem, setup: Setup) -> Plan:
@@ -134,6 +134,20 @@ def run_plans(items: list, device=None) -> list[CheckResult]:
     flat = [req for p in pending for _, req in p.requests]
     histories = iter(execute_runs(flat, device=device))
     return [_judge(p, [next(histories) for _ in p.requests]) for p in pending]
+
+
+def judge_recorded(theorem: Theorem, setup: Setup, plan: Plan, histories: list, *, confidence: float,
+                   const_info: dict | None = None, notes: list[str] | None = None) -> CheckResult:
+    """The verdict of ``plan`` on recorded runs (``verify.check_run``): ``histories[j]`` is the
+    run that followed ``plan.traces[j]``, with seed ``setup.seeds[j]``; measured and judged as
+    ``run_plan`` measures and judges fedverify's runs."""
+    if len(histories) != len(plan.traces) or len(setup.seeds) != len(plan.traces):
+        raise ValueError(f"{len(histories)} recorded runs for {len(plan.traces)} traces")
+    requests = [(j, RunRequest(_plan_algorithm(plan, j), setup.problem, trace, seed))
+                for j, (trace, seed) in enumerate(zip(plan.traces, setup.seeds))]
+    pending = _Pending(theorem, setup, plan, False, requests,
+                       dict(confidence=confidence, const_info=const_info, notes=notes))
+    return _judge(pending, list(histories))
 
 
 def _judge(pending: _Pending, run_histories: list) -> CheckResult:

@@ -1,0 +1,294 @@
+"""A theorem with a plan of its own (Server momentum, CA-Fed, LOGIT) judged on run records.
+
+A plan reads fedverify's runs through their ``History``: the per-round ‖∇f(x_t)‖² and what
+``run(..., observe=True)`` adds (``History.observed``). A record carries the same numbers
+(``verify.records``, format version 2), so :func:`record_history` turns a record into that
+History and :func:`record_setup` into the plan's ``Setup``: the algorithm at the recorded step
+sizes (``Setup.given``), the recorded traces (``Setup.recorded``), the participation model of
+the header (``availability``) as a pattern, and the constants of the header. The plan then
+measures and bounds the recorded runs exactly as it does fedverify's own, and the one judge
+(``verify.theorems.runner``) gives the verdict.
+
+A record that lacks a field the theorem reads is refused naming the field and the equation
+that uses it (:data:`FIELDS`); nothing is taken from the algorithm's defaults: β, ν, η_l, η_g,
+the surrogate rule and the delay limit must be written in the record.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from algorithms import History
+from bounds.core import Constants
+
+from .contract import Setup, Theorem
+
+__all__ = ["FIELDS", "record_history", "record_setup", "staleness", "missing"]
+
+#: Where each record field a plan reads comes from, and the equation that uses it.
+FIELDS = {
+    "grad_norm2": "‖∇f(x_t)‖² every round (the left side: Server momentum Sec. 4.2's Ḡ, LOGIT eq. (10))",
+    "heterogeneity": "(1/N) Σ_i ‖∇f_i(x_t) − ∇f(x_t)‖² per round, or constants.sigma_g2 "
+                     "(σ_g², Server momentum Assumption A3)",
+    "heterogeneity_max": "max_i ‖∇f_i(x_t) − ∇f(x_t)‖² per round, or constants.zeta2 (σ₃², LOGIT Assumption 4)",
+    "local_steps": "K_{t,i} of every arriving client (φ_1, φ_2, φ_3 of Server momentum footnote 5, Thm 5.1)",
+    "delays": "τ_{t,i} of every arriving client (Server momentum Alg. 4, τ of Thm 5.1)",
+    "generator_error": "e_{n,t} of every unavailable client (LOGIT eq. (23), Assumption 5)",
+    "weights": "q_{t,i}, the aggregation weights of every round with clients (CA-Fed eq. (2))",
+    "avg_client_losses": "F_k(w̄_T) at the step-weighted average iterate, last round (CA-Fed §III-B, eq. (13))",
+    "availability": "the participation model (header availability: Server momentum footnote 4, "
+                    "CA-Fed Assumption 1, LOGIT Section 3.3)",
+    "step_sizes": "the recorded step sizes η_l and η_g (header step_sizes, or a schedule)",
+}
+
+
+def staleness(mask: np.ndarray) -> np.ndarray:
+    """τ_n^t (T, N): for a client not in A_t the rounds since its last upload, t − s with s its
+    last round in A before t (s = −1 when none, a virtual upload before round 0); 0 in A_t
+    (LOGIT Section 3.3, as ``algorithms.logit`` counts it)."""
+    T, N = mask.shape
+    rounds = np.arange(T)[:, None]
+    last = np.where(mask, rounds, -1)
+    seen = np.maximum.accumulate(last, axis=0)                 # last upload at or before t
+    before = np.vstack([np.full((1, N), -1), seen[:-1]])       # last upload before t
+    return np.where(mask, 0, rounds - before).astype(float)
+
+
+def _name(record) -> str:
+    return Path(record.path).name if record.path is not None else "the record"
+
+
+def missing(record, field: str, theorem: str) -> ValueError:
+    """The one-line refusal of a record without ``field``."""
+    return ValueError(f"{_name(record)} has no {field}, which {theorem} needs: {FIELDS[field]}")
+
+
+def _arrivals(record, name: str, theorem: str) -> tuple:
+    """The per-round values of ``name`` at the clients whose update arrived (client order)."""
+    if name not in record.vectors:
+        raise missing(record, name, theorem)
+    values = record.vectors[name]
+    gaps = np.argwhere(record.mask & np.isnan(values))
+    if gaps.size:
+        t, i = gaps[0]
+        raise ValueError(f"{_name(record)}: {name} is null for client {i} in round {t}, whose update arrived; "
+                         f"{theorem} needs {FIELDS[name]}")
+    return tuple(values[t][record.mask[t]] for t in range(record.n_rounds))
+
+
+def record_history(record, theorem: str | None = None) -> History:
+    """The record as the ``History`` of a run (every round recorded, ``observed`` filled from
+    the record's fields: heterogeneity, local steps and delays at the arrivals, weights,
+    LOGIT's per-client generator errors with their staleness, the averaged iterate's client
+    losses). ``theorem`` names the theorem in the refusal of an inconsistent field."""
+    T = record.n_rounds
+    metrics, vectors = record.metrics, record.vectors
+    observed: dict = {}
+    for name in ("heterogeneity", "heterogeneity_max"):
+        if name in metrics:
+            observed[name] = np.asarray(metrics[name], dtype=float)
+    for name in ("local_steps", "delays"):
+        if name in vectors:
+            observed[name] = _arrivals(record, name, theorem or "the theorem")
+    if "weights" in vectors:
+        observed["weights"] = vectors["weights"].copy()
+    if "generator_error" in vectors:
+        errors = np.where(record.mask, np.nan, vectors["generator_error"])
+        gaps = np.argwhere(~record.mask & np.isnan(errors))
+        if gaps.size:
+            t, i = gaps[0]
+            raise ValueError(f"{_name(record)}: generator_error is null for client {i} in round {t}, which was "
+                             f"unavailable; {FIELDS['generator_error']}")
+        observed["client_generator_error"] = errors
+        observed["generator_error"] = np.nansum(errors, axis=1) / record.n_clients
+        observed["client_staleness"] = staleness(record.mask)
+    if "avg_client_losses" in vectors:
+        observed["avg_client_losses"] = vectors["avg_client_losses"].copy()
+    grad2 = metrics.get("grad_norm2", np.full(T, np.nan))
+    loss = metrics.get("loss", np.full(T, np.nan))
+    return History(algorithm=str(record.header.get("algorithm", "unknown")), hparams=dict(record.header.get("hparams") or {}),
+                   seed=record.header.get("seed", 0), rounds=np.arange(T), grad_norm2=np.asarray(grad2, dtype=float),
+                   loss=np.asarray(loss, dtype=float), accuracy=metrics.get("accuracy"), uplink=np.zeros(T),
+                   downlink=np.zeros(T), final_params=np.zeros(0), stopped=None, n_rounds=T,
+                   meta={"record": str(record.path)}, observed=observed)
+
+
+# ------------------------------------------------------------------------------ the setup
+
+
+def _step(record, name: str, theorem: str) -> float:
+    steps = record.header.get("step_sizes") or {}
+    if steps.get(name) is None:
+        raise ValueError(f"{_name(record)} has no step_sizes.{name}, which {theorem} needs: {FIELDS['step_sizes']}")
+    return float(steps[name])
+
+
+#: Hyper-parameters a record must state for an algorithm (never taken from its defaults), and why.
+STATED = {
+    "fedgm": ("beta", "nu"), "qhm": ("beta", "nu"), "fedavgm": ("beta",), "fednag": ("beta",),
+    "fedgm-autonomous": ("max_delay",), "logit": ("surrogate",),
+}
+
+
+def given_algorithm(record, theorem: Theorem):
+    """The recorded algorithm at its recorded step sizes and hyper-parameters (``algorithms.get``);
+    the hyper-parameters of :data:`STATED` must be in the header, a schedule replaces η_g, β, ν."""
+    import algorithms
+
+    name = record.header.get("algorithm")
+    if not name:
+        raise ValueError(f"{_name(record)} names no algorithm; {theorem.name} is proved for "
+                         f"{', '.join(theorem.covers or ())}: write algorithm in its header")
+    K = record.header.get("local_steps")
+    if K is None:
+        raise ValueError(f"{_name(record)} has no local_steps (K), which {theorem.name} needs: write it in its header")
+    hparams = dict(record.header.get("hparams") or {})
+    schedule = record.header.get("schedule")
+    if schedule is not None:
+        from bounds.momentum import StageSchedule
+
+        stages = StageSchedule(tuple(schedule["lengths"]), tuple(schedule["eta_g"]), float(schedule["eta_l"]),
+                               tuple(schedule["beta"]), schedule["nu"])
+        if sum(stages.lengths) != record.n_rounds:
+            raise ValueError(f"{_name(record)}: the schedule's stages cover {sum(stages.lengths)} rounds but the "
+                             f"record has {record.n_rounds}")
+        return algorithms.get(name, schedule=stages, local_steps=int(K),
+                              **{k: v for k, v in hparams.items() if k not in ("beta", "nu")})
+    absent = [k for k in STATED.get(str(name).lower(), ()) if k not in hparams]
+    if absent:
+        raise ValueError(f"{_name(record)} has no hparams.{absent[0]} for {name}, which {theorem.name} needs "
+                         "(written in the record, never taken from a default)")
+    try:
+        return algorithms.get(name, eta_l=_step(record, "eta_l", theorem.name), eta_g=_step(record, "eta_g", theorem.name),
+                              local_steps=int(K), **hparams)
+    except ValueError as err:
+        raise ValueError(f"{_name(record)}: {err}") from None
+
+
+def availability_pattern(record, theorem: str):
+    """The header's participation model as a pattern (None for "full", "estimate" or no model),
+    and a note: ``uniform``/``any`` → ``Uniform(N, m)``, ``markov`` → ``Markov(π, λ)``,
+    ``bernoulli`` → ``Bernoulli(p)`` (per round from the ``probabilities`` field when recorded)."""
+    from participation.patterns import Bernoulli, Markov, Uniform
+
+    model = record.header.get("availability") or {}
+    kind, N = model.get("model"), record.n_clients
+    if kind in ("uniform", "any"):
+        return Uniform(N, int(model["m"])), None
+    if kind == "markov":
+        return Markov(np.asarray(model["pi"], dtype=float), np.asarray(model["lam"], dtype=float)), None
+    if kind == "bernoulli" or (kind is None and "probabilities" in record.vectors):
+        if "probabilities" in record.vectors:
+            p = record.vectors["probabilities"]
+            if np.isnan(p).any():
+                t, i = np.argwhere(np.isnan(p))[0]
+                raise ValueError(f"{_name(record)}: probabilities is null for client {i} in round {t}")
+            return Bernoulli(p), "p_n^t: the recorded per-round probabilities"
+        return Bernoulli(np.asarray(model["p"], dtype=float)), None
+    if kind == "estimate":
+        return None, "estimate"
+    return None, None
+
+
+def _constants(record, given: dict) -> Constants:
+    extra = {k: float(v) for k, v in given.items() if k not in ("L", "sigma2", "delta_f", "F0", "zeta2", "source")
+             and v is not None}
+    return Constants(L=float(given["L"]), sigma2=float(given["sigma2"]), delta_f=float(given["delta_f"]),
+                     F0=float(given.get("F0") or 0.0), n_clients=record.n_clients,
+                     local_steps=int(record.header["local_steps"]), rounds=record.n_rounds,
+                     zeta2=float(given["zeta2"]) if given.get("zeta2") is not None else None, extra=extra)
+
+
+def record_setup(records: list, theorem: Theorem, given_constants: dict, confidence: float) -> tuple[Setup, list[str]]:
+    """The plan's Setup for ``records`` (one setting, several seeds) and notes on what was read."""
+    first = records[0]
+    notes = []
+    algorithm = given_algorithm(first, theorem)
+    pattern, how = availability_pattern(first, theorem.name)
+    if how == "estimate":
+        pattern, how = estimated_pattern(records, theorem)
+    if how:
+        notes.append(how)
+    consts = _constants(first, given_constants)
+    setup = Setup(problem=None, algorithm=str(first.header["algorithm"]).lower(), hparams={}, given=algorithm,
+                  constants=consts, trace=first.trace, pattern=pattern,
+                  seeds=tuple(range(len(records))), recorded=tuple(r.trace for r in records), step_mode="given",
+                  given_steps={"eta_g": algorithm.eta_g, "eta_l": algorithm.eta_l}, confidence=float(confidence))
+    return setup, notes
+
+
+def estimated_pattern(records: list, theorem: Theorem):
+    """The participation model estimated from the recorded S_t (``availability: estimate``):
+    the model the theorem assumes, fitted to the records' traces pooled, and a note that says so.
+    Bernoulli (LOGIT): p̂_n = the fraction of rounds client n was available; Markov (CA-Fed):
+    π̂, λ̂ of ``participation.fit``."""
+    masks = np.concatenate([r.mask for r in records])
+    paper = theorem.paper
+    if paper == "logit":
+        from participation.patterns import Bernoulli
+
+        p = masks.mean(axis=0)
+        if (p == 0).any():
+            raise ValueError(f"client {int(np.flatnonzero(p == 0)[0])} is never available in the records: "
+                             "its availability probability cannot be estimated as positive")
+        return Bernoulli(p), (f"availability estimated from the recorded S_t: p̂_n = the fraction of rounds "
+                              f"client n was available ({masks.shape[0]} rounds)")
+    if paper == "cafed":
+        from participation.fit import fit_markov
+
+        fitted = fit_markov(masks)
+        return fitted, (f"availability estimated from the recorded S_t: the Markov chain's π̂, λ̂ "
+                        f"fitted to {masks.shape[0]} rounds")
+    raise ValueError(f"{theorem.name} reads no estimated availability model: give availability "
+                     "(full, uniform with m, or any with m) in the header")
+
+
+def constants_needed(theorem: Theorem, given: dict) -> None:
+    """L, σ², Δ_f must be given (the plans' bounds read them); F_0 is refused later only if the
+    bound depends on it."""
+    absent = [k for k in ("L", "sigma2", "delta_f") if given.get(k) is None]
+    if absent:
+        raise ValueError(f"the record gives no {', '.join(absent)}, which {theorem.name} needs: pass constants= "
+                         "(or write them in its header)")
+
+
+def with_F0(setup: Setup, value: float) -> Setup:
+    return dataclasses.replace(setup, constants=dataclasses.replace(setup.constants, F0=value))
+
+
+def finite_left_sides(records: list, theorem: Theorem) -> None:
+    """Every round's ‖∇f(x_t)‖² recorded, where the left side is built from them."""
+    if theorem.paper not in ("momentum", "logit"):
+        return
+    for r in records:
+        grad2 = r.metrics.get("grad_norm2")
+        if grad2 is None:
+            raise missing(r, "grad_norm2", theorem.name)
+        gaps = np.flatnonzero(np.isnan(grad2))
+        if gaps.size:
+            raise ValueError(f"{_name(r)}: {theorem.lhs} is undefined for this record (grad_norm2 is missing at round "
+                             f"{int(gaps[0])}); the left side needs every round's value")
+
+
+def steps_outside(theorem: Theorem, setup: Setup, plan, bound) -> str | None:
+    """Why the recorded step sizes are outside the theorem's, or None: LOGIT prescribes
+    η = min{1/√(IT), 1/(2√30·LI)} (Thm 1); the Server momentum theorems admit every schedule
+    that meets their hypotheses, so a failed hypothesis puts the record outside; CA-Fed
+    prescribes η_1 = 1/(2L(1 + 2EQ)) in (12) (its plan states the mark)."""
+    import math
+
+    failed = [c.name for c in bound.conditions if not c.holds]
+    if theorem.paper == "logit":
+        from bounds import logit as bl
+
+        c0 = dataclasses.replace(setup.constants, zeta2=0.0,
+                                 extra={**(setup.constants.extra or {}), bl.SURROGATE_KEY: 0.0})
+        own, eta = float(bl.step_size(c0)), float(setup.given.eta_l)
+        if not math.isclose(own, eta, rel_tol=1e-9):
+            return (f"recorded η = {eta:.4g}; {theorem.name} prescribes η = min{{1/√(IT), 1/(2√30·LI)}} = {own:.4g} "
+                    "and its value assumes it")
+    if theorem.paper == "momentum" and failed:
+        return f"the recorded schedule breaks {'; '.join(failed)}"
+    return plan.steps_outside
