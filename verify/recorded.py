@@ -79,10 +79,14 @@ def _records(records) -> list[RunRecord]:
     return out
 
 
-def _same_setting(records: list[RunRecord]) -> None:
+def _same_setting(records: list[RunRecord], per_trace_steps: bool = False) -> None:
+    """Records judged together share one setting; ``per_trace_steps``: their step sizes may differ
+    (a bound in full expectation whose step sizes are prescribed per realised trace, FedSUM
+    Cor 4.1 with Thm 4.1's)."""
     first = records[0]
+    keys = ("n_clients", "algorithm", "local_steps", "step_sizes", "hparams", "schedule", "availability")
     for r in records[1:]:
-        for key in ("n_clients", "algorithm", "local_steps", "step_sizes", "hparams", "schedule", "availability"):
+        for key in (k for k in keys if not (per_trace_steps and k == "step_sizes")):
             if r.header.get(key) != first.header.get(key):
                 raise ValueError(f"{Path(r.path).name if r.path else 'a record'}: {key} is {r.header.get(key)!r}, "
                                  f"not {first.header.get(key)!r} as in the first record; records judged together "
@@ -150,25 +154,47 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
     if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0.5 <= confidence < 1:
         raise ValueError(f"confidence must lie in [0.5, 1), got {confidence!r}")
     records = _records(records)
-    _same_setting(records)
     if theorem.plan is not None:
+        _same_setting(records)
         return _judge_plan(records, theorem, constants, float(confidence))
+    spec = resolve_bound(theorem)
+    _same_setting(records, per_trace_steps=spec.expectation and theorem.prescribes_steps)
     first = records[0]
     consts, const_info = _constants(first, constants)
-    spec = resolve_bound(theorem)
+    pattern = None
     if "pattern" in spec.params and inspect.signature(spec.function).parameters["pattern"].default is inspect.Parameter.empty:
-        raise ValueError(f"{theorem.name} reads its bound from the participation pattern (e.g. the Section 2.1 case), "
-                         "which a record does not carry: check the run with verify.check on the pattern")
+        from .theorems.from_records import availability_pattern, missing
+
+        pattern, _ = availability_pattern(first, theorem.name)
+        if pattern is None:
+            raise missing(first, "availability", theorem.name)
     steps = dict(first.header.get("step_sizes") or {})
     algorithm = first.header.get("algorithm") or "unknown"
     notes = []
     metrics = [delay_metrics(r.trace) for r in records]
+    bound_range = None
     if spec.expectation:
-        e_max = float(np.mean([m.tau_max for m in metrics]))
-        e_avg = float(np.mean([m.tau_avg for m in metrics]))
-        notes.append(f"E[τ_max], E[τ_avg]: the mean over the {len(records)} records' traces")
-        bound = _evaluate(spec, constants=consts, expected_tau_max=e_max, expected_tau_avg=e_avg,
-                          algorithm=algorithm if algorithm in ("fedsum-b", "fedsum", "fedsum-cr") else None)
+        from .theorems.delay import expected_delays
+        from .theorems.from_records import availability_pattern
+
+        model = pattern if pattern is not None else availability_pattern(first, theorem.name)[0]
+        fedsum_name = algorithm if algorithm in ("fedsum-b", "fedsum", "fedsum-cr") else None
+        if model is not None:           # the header's participation model: E[τ] as check takes it
+            e_max, e_avg, ranges, how = expected_delays(model, first.n_rounds, 0, float(confidence))
+            notes.append(f"E[τ_max], E[τ_avg] of the records' availability model: {how}")
+        else:
+            e_max = float(np.mean([m.tau_max for m in metrics]))
+            e_avg = float(np.mean([m.tau_avg for m in metrics]))
+            ranges = None
+            notes.append(f"E[τ_max], E[τ_avg]: the mean over the {len(records)} records' traces (no availability "
+                         "model in the header): an estimate without its uncertainty unless many records are given")
+        bound = _evaluate(spec, constants=consts, expected_tau_max=e_max, expected_tau_avg=e_avg, pattern=pattern,
+                          algorithm=fedsum_name)
+        if ranges is not None:
+            ends = [_evaluate(spec, constants=consts, expected_tau_max=a, expected_tau_avg=b, pattern=pattern,
+                              algorithm=fedsum_name).value for a, b in ((ranges[0][0], ranges[1][0]),
+                                                                         (ranges[0][1], ranges[1][1]))]
+            bound_range = (float(min(ends)), float(max(ends)))
         tau = (e_max, e_avg)
     else:
         if any(not np.array_equal(r.mask, first.mask) for r in records[1:]):
@@ -181,7 +207,8 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
                           algorithm=algorithm if algorithm in ("fedsum-b", "fedsum", "fedsum-cr") else None)
     if "F0" not in const_info:           # never taken as 0: refused when the bound depends on it
         other = dataclasses.replace(consts, F0=1.0)
-        again = (_evaluate(spec, constants=other, expected_tau_max=tau[0], expected_tau_avg=tau[1]) if spec.expectation else
+        again = (_evaluate(spec, constants=other, expected_tau_max=tau[0], expected_tau_avg=tau[1], pattern=pattern)
+                 if spec.expectation else
                  _evaluate(spec, constants=other, tau_max=tau[0], tau_avg=tau[1], eta_g=steps.get("eta_g"),
                            eta_l=steps.get("eta_l"), algorithm=algorithm if algorithm in ("fedsum-b", "fedsum", "fedsum-cr")
                            else None))
@@ -221,13 +248,10 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         raise ValueError(f"the bound of {theorem.name} is NaN at these inputs: a bound must be a number (or inf)")
     exact = noise_free(consts.sigma2, "participation" if spec.expectation else "noise", None)
     atol = rounding_tolerance(consts)
-    decision = judge(values, float(bound.value), confidence=confidence, noise_free=exact, atol=atol)
+    decision = judge(values, bound_range or float(bound.value), confidence=confidence, noise_free=exact, atol=atol)
     notes += list(decision.notes)
     if len(values) == 1 and not exact:
         notes.append("one record is one sample: record the same setting with other seeds and judge them together")
-    if spec.expectation:
-        notes.append("a bound over the participation judged on recorded traces: E[τ] is the records' mean, "
-                     "an estimate without its uncertainty unless many records are given")
     if not all(c.holds for c in conditions):
         notes.append("a hypothesis of the bound fails at the recorded step sizes: the verdict does not test the theorem")
     covered = theorem.covered(algorithm)
@@ -244,7 +268,7 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         stopped=tuple(stopped), notes=tuple(notes), atol=atol,
         per_trace_tau=tuple((int(m.tau_max), float(m.tau_avg)) for m in metrics), first_run=histories[0],
         covered=covered, lhs=theorem.lhs, diverged=decision.diverged, steps_outside=steps_outside,
-        fixed_trace=spec.expectation and len(records) == 1)
+        fixed_trace=spec.expectation and len(records) == 1, bound_range=bound_range)
 
 
 def _seeds_of(records: list[RunRecord]) -> tuple[int, ...]:
@@ -264,6 +288,7 @@ def _judge_plan(records: list[RunRecord], theorem, constants, confidence: float)
     given = _given(first, constants)
     from_records.constants_needed(theorem, given)
     from_records.finite_left_sides(records, theorem)
+    from_records.require_fields(records, theorem, given)
     setup, notes = from_records.record_setup(records, theorem, given, confidence)
     setup = dataclasses.replace(setup, seeds=_seeds_of(records))
     histories = [from_records.record_history(r, theorem.name) for r in records]

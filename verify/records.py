@@ -82,8 +82,8 @@ CONSTANTS = {
     "F_star": "F* = min Σ_k α_k F_k, CA-Fed eq. (3)", "F_B_star": "F_B* = min Σ_k p_k F_k, CA-Fed eq. (4)",
 }
 #: The availability models (v2) and their fields.
-AVAILABILITY = {"full": (), "uniform": ("m",), "any": ("m",), "markov": ("pi", "lam"), "bernoulli": ("p",),
-                "estimate": ()}
+AVAILABILITY = {"full": (), "uniform": ("m",), "cyclic": ("m",), "reshuffled": ("m",), "any": ("m",),
+                "markov": ("pi", "lam"), "bernoulli": ("p",), "estimate": ()}
 _ROUND_REQUIRED = ("round", "selected", "replied")
 #: Bytes of parsed JSON (Python lists of ints, dicts) per byte of a record's text, for the memory budget.
 PARSED_BYTES_PER_BYTE = 16
@@ -519,8 +519,11 @@ def availability_of(source) -> dict | None:
     uniform m, Markov → markov π, λ, Bernoulli with per-client p → bernoulli p, every client every
     round → full; None for any other source (a trace, another pattern)."""
     from participation import Trace
-    from participation.patterns import Bernoulli, Markov, Uniform
+    from participation.patterns import Bernoulli, Cyclic, Markov, ReshuffledCyclic, Uniform
 
+    if isinstance(source, (Cyclic, ReshuffledCyclic)) and not isinstance(source, Uniform):
+        kind = "reshuffled" if isinstance(source, ReshuffledCyclic) else "cyclic"
+        return {"model": kind, "m": int(source.per_round)}
     if isinstance(source, Uniform):
         return {"model": "full"} if source.per_round == source.n_clients else {"model": "uniform", "m": int(source.per_round)}
     if isinstance(source, Markov):

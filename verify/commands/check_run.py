@@ -8,11 +8,14 @@ from . import arguments, load_plugins
 
 HELP = "judge run records made anywhere (a training loop, Flower) against a theorem"
 
-DESCRIPTION = ("Judge RECORD files (fedverify run records, JSON Lines; see verify.records) against THEOREM: "
-               "the participation S_t is each record's replied sets, the left side its recorded numbers "
-               "((1/T) Σ‖∇f(x_t)‖² for FedSUM's theorems). Several records of one setting are several seeds; "
-               "one record is one sample and gives no confidence interval. Constants come from the records' "
-               "header, --constants FILE (JSON: L, sigma2, delta_f, F0) or --L/--sigma2/--delta-f/--F0.")
+DESCRIPTION = ("Judge RECORD files (fedverify run records, JSON Lines; see verify.records) against THEOREM, any "
+               "of `fedverify bound --list`: the participation S_t is each record's replied sets, the left side "
+               "the theorem's measure of its recorded numbers ((1/T) Σ‖∇f(x_t)‖² for FedSUM's, the stage average "
+               "for Server momentum's, ...), the step sizes, hyper-parameters and participation model those of its "
+               "header; a record without a field the theorem reads is refused naming it. Several records of one "
+               "setting are several seeds; one record is one sample and gives no confidence interval. Constants "
+               "come from the records' header, --constants FILE (JSON: L, sigma2, delta_f, F0 and the theorem's "
+               "own, e.g. sigma_g2, mu, Gamma) or --L/--sigma2/--delta-f/--F0.")
 
 
 #: The largest --constants file read (a few numbers; anything larger is not one).
@@ -54,9 +57,9 @@ def add_arguments(parser) -> None:
     """The options of ``check-run``."""
     parser.add_argument("records", nargs="+", type=arguments.path, metavar="RECORD", help="run record files (.jsonl)")
     parser.add_argument("--theorem", default="fedsum.theorem_4_1",
-                        help="a FedSUM theorem or lemma, or a registered delay bound (default fedsum.theorem_4_1)")
+                        help="a theorem of `fedverify bound --list` or a registered one (default fedsum.theorem_4_1)")
     parser.add_argument("--constants", type=arguments.path, default=None, metavar="FILE",
-                        help="a JSON file with L, sigma2, delta_f, F0")
+                        help="a JSON file with L, sigma2, delta_f, F0 and any constant the theorem reads")
     for flag, meaning in (("--L", "smoothness L"), ("--sigma2", "gradient noise σ²"), ("--delta-f", "f(x_0) − f*"),
                           ("--F0", "F_0 (FedSUM Thm 4.1)")):
         parser.add_argument(flag, type=float, default=None, help=f"{meaning}, overriding the records' header")

@@ -38,8 +38,8 @@ FIELDS = {
     "generator_error": "e_{n,t} of every unavailable client (LOGIT eq. (23), Assumption 5)",
     "weights": "q_{t,i}, the aggregation weights of every round with clients (CA-Fed eq. (2))",
     "avg_client_losses": "F_k(w̄_T) at the step-weighted average iterate, last round (CA-Fed §III-B, eq. (13))",
-    "availability": "the participation model (header availability: Server momentum footnote 4, "
-                    "CA-Fed Assumption 1, LOGIT Section 3.3)",
+    "availability": "the participation model (header availability: FedSUM Section 2.1's case for Cor G.1, "
+                    "Server momentum footnote 4, CA-Fed Assumption 1, LOGIT Section 3.3)",
     "step_sizes": "the recorded step sizes η_l and η_g (header step_sizes, or a schedule)",
 }
 
@@ -169,14 +169,19 @@ def given_algorithm(record, theorem: Theorem):
 
 def availability_pattern(record, theorem: str):
     """The header's participation model as a pattern (None for "full", "estimate" or no model),
-    and a note: ``uniform``/``any`` → ``Uniform(N, m)``, ``markov`` → ``Markov(π, λ)``,
+    and a note: ``uniform``/``any`` → ``Uniform(N, m)``, ``cyclic`` → ``Cyclic(N, m)``,
+    ``reshuffled`` → ``ReshuffledCyclic(N, m)``, ``markov`` → ``Markov(π, λ)``,
     ``bernoulli`` → ``Bernoulli(p)`` (per round from the ``probabilities`` field when recorded)."""
-    from participation.patterns import Bernoulli, Markov, Uniform
+    from participation.patterns import Bernoulli, Cyclic, Markov, ReshuffledCyclic, Uniform
 
     model = record.header.get("availability") or {}
     kind, N = model.get("model"), record.n_clients
     if kind in ("uniform", "any"):
         return Uniform(N, int(model["m"])), None
+    if kind == "cyclic":
+        return Cyclic(N, int(model["m"])), None
+    if kind == "reshuffled":
+        return ReshuffledCyclic(N, int(model["m"])), None
     if kind == "markov":
         return Markov(np.asarray(model["pi"], dtype=float), np.asarray(model["lam"], dtype=float)), None
     if kind == "bernoulli" or (kind is None and "probabilities" in record.vectors):
@@ -256,6 +261,35 @@ def constants_needed(theorem: Theorem, given: dict) -> None:
 
 def with_F0(setup: Setup, value: float) -> Setup:
     return dataclasses.replace(setup, constants=dataclasses.replace(setup.constants, F0=value))
+
+
+#: Per theorem, the record fields its plan reads: (field, constants that replace it). A per-round
+#: number must be recorded every round, a per-client field at least once.
+READS = {
+    "momentum.theorem_4_1": (("heterogeneity", ("sigma_g2", "zeta2")),),
+    "momentum.theorem_4_6": (("heterogeneity", ("sigma_g2", "zeta2")),),
+    "momentum.theorem_5_1": (("heterogeneity", ("sigma_g2", "zeta2")), ("local_steps", ()), ("delays", ())),
+    "momentum.corollary_g1": (("heterogeneity", ("sigma_g2", "zeta2")), ("local_steps", ()), ("delays", ())),
+    "logit.inequality_23": (("heterogeneity_max", ("zeta2",)), ("generator_error", ())),
+    "logit.theorem_1": (("heterogeneity_max", ("zeta2",)), ("generator_error", ("eps_star", "C1"))),
+    "logit.theorem_2": (("heterogeneity_max", ("zeta2",)), ("generator_error", ("eps_star", "C1"))),
+}
+
+
+def require_fields(records: list, theorem: Theorem, given: dict) -> None:
+    """Refuse a record without a field of :data:`READS` (unless the constants that replace it
+    are all given), naming the field and the equation that reads it."""
+    for field, replaced_by in READS.get(theorem.name, ()):
+        if replaced_by and all(given.get(k) is not None for k in replaced_by):
+            continue
+        for r in records:
+            if field in r.vectors:
+                continue
+            values = r.metrics.get(field)
+            if values is None or np.isnan(values).any():
+                alternative = f" (or give constants {' and '.join(replaced_by)})" if replaced_by else ""
+                raise ValueError(f"{_name(r)} has no {field}{' in every round' if values is not None else ''}, "
+                                 f"which {theorem.name} needs{alternative}: {FIELDS[field]}")
 
 
 def finite_left_sides(records: list, theorem: Theorem) -> None:

@@ -1,0 +1,327 @@
+"""Every theorem judged on run records: the engine's runs written as records and a plain numpy loop
+written from the papers' algorithms give, through ``check_run``, the left side, bound and verdict
+that ``check`` gives on the same runs; a record without a field a theorem reads is refused naming
+the field; a false bound is violated on records where the true one holds."""
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import algorithms
+from algorithms.problems import Quadratic
+from bounds.core import Constants
+from participation import Trace
+from participation.patterns import Bernoulli, Cyclic, Uniform
+from verify.checking import check
+from verify.commands.check import averaged_losses
+from verify.recorded import check_run
+from verify.records import RunRecorder, algorithm_fields, availability_of, load_record, record_from_history
+
+N, K, T = 8, 2, 40
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return Quadratic.random(N, 4, seed=3, noise_std=0.1)
+
+
+@pytest.fixture(scope="module")
+def exact_problem():
+    return Quadratic.random(N, 4, seed=5, noise_std=0.0)
+
+
+def _constants(problem, rounds=T) -> Constants:
+    c = problem.constants()
+    return Constants(L=c.L, sigma2=c.sigma2, delta_f=c.delta_f, F0=c.F0, n_clients=N, local_steps=K, rounds=rounds)
+
+
+def _header_constants(problem) -> dict:
+    c = problem.constants()
+    return {"L": c.L, "sigma2": c.sigma2, "delta_f": c.delta_f, "F0": c.F0}
+
+
+def _checked_and_recorded(problem, tmp_path, theorem, algorithm, source, seeds=3, hparams=None):
+    """``check`` with every run written as a record (what ``check --record`` writes)."""
+    paths = []
+
+    def write(history, trace, alg, seed):
+        path = tmp_path / f"run_{len(paths)}.jsonl"
+        steps = {k: v for k, v in alg.hparams.items() if k.startswith("eta") and isinstance(v, (int, float))}
+        record_from_history(path, history, trace, algorithm=alg.name, local_steps=alg.local_steps, step_sizes=steps,
+                            seed=int(seed), constants=_header_constants(problem), availability=availability_of(source),
+                            averaged_losses=averaged_losses(problem, history), **algorithm_fields(alg))
+        paths.append(path)
+
+    result = check(algorithm, problem, source, theorem, seeds=seeds, rounds=T, local_steps=K,
+                   constants=_constants(problem), hparams=hparams, on_run=write)
+    return result, paths
+
+
+ENGINE_CASES = [
+    ("momentum.theorem_4_1", "fedgm", Uniform(N, N)),
+    ("momentum.theorem_4_6", "fedavgm", Uniform(N, 3)),
+    ("momentum.theorem_4_6", "fednag", Uniform(N, 3)),
+    ("momentum.theorem_5_1", "fedgm-autonomous", Uniform(N, 3)),
+    ("momentum.corollary_g1", "fedgm-autonomous", Cyclic(N, 2)),
+    ("logit.inequality_23", "logit", Bernoulli(np.linspace(0.3, 0.9, N))),
+    ("logit.theorem_1", "logit", Bernoulli(np.linspace(0.3, 0.9, N))),
+    ("logit.theorem_2", "logit", Bernoulli(np.full(N, 0.6))),
+    ("fedsum.corollary_g1", "fedsum", Uniform(N, 3)),
+    ("fedsum.corollary_g1", "fedsum-cr", Bernoulli(np.full(N, 0.5))),
+    ("fedsum.corollary_4_1", "fedsum", Uniform(N, 3)),
+]
+
+
+@pytest.mark.parametrize("theorem, algorithm, source", ENGINE_CASES, ids=[f"{c[0]}-{c[1]}" for c in ENGINE_CASES])
+def test_engine_runs_judged_from_their_records_as_by_check(problem, tmp_path, theorem, algorithm, source):
+    direct, paths = _checked_and_recorded(problem, tmp_path, theorem, algorithm, source)
+    judged = check_run(paths, theorem)
+    assert judged.values == pytest.approx(direct.values, rel=1e-12, abs=0)
+    assert float(judged.bound.value) == pytest.approx(float(direct.bound.value), rel=1e-12)
+    assert judged.verdict == direct.verdict and judged.steps_outside is None
+    assert all(c.holds for c in judged.conditions) == all(c.holds for c in direct.conditions)
+
+
+def test_check_record_files_are_judged_alone_by_check_run(tmp_path, capsys):
+    """``fedverify check --record`` then ``fedverify check-run`` on the files: the same verdict line."""
+    from verify.cli import main
+
+    out, rec = tmp_path / "out", tmp_path / "rec"
+    args = ["check", "--theorem", "momentum.theorem_4_6", "--algorithms", "fedavgm", "--patterns", "P1",
+            "--seeds", "2", "--rounds", "30", "--clients", "6", "--record", str(rec), "--output", str(out)]
+    assert main(args) == 0
+    files = sorted(str(p) for p in rec.glob("*.jsonl"))
+    assert len(files) == 2
+    header = load_record(files[0]).header
+    assert header["hparams"]["beta"] == pytest.approx(0.9) and header["availability"]["model"] == "uniform"
+    capsys.readouterr()
+    assert main(["check-run", *files, "--theorem", "momentum.theorem_4_6", "--json", str(tmp_path / "r.json")]) == 0
+    judged = json.loads((tmp_path / "r.json").read_text())
+    table = json.loads((out / "check.json").read_text())
+    row = next(r for r in table["rows"] if r["algorithm"] == "fedavgm")
+    assert judged["values"] == pytest.approx(row["result"]["values"], rel=1e-12)
+    assert judged["verdict"] == row["verdict"]
+
+
+# ------------------------------------------------------------------ plain numpy loops from the papers
+
+
+def _grads(problem, x):
+    import torch
+
+    return problem.client_grads(torch.as_tensor(x)).numpy()
+
+
+def _measure(problem, x):
+    g = _grads(problem, x)
+    mean = g.mean(axis=0)
+    spread = ((g - mean) ** 2).sum(axis=1)
+    return {"grad_norm2": float(mean @ mean), "heterogeneity": float(spread.mean()),
+            "heterogeneity_max": float(spread.max())}
+
+
+def _local_gd(problem, x, clients, eta, steps):
+    X = np.repeat(x[None], len(clients), axis=0)
+    paths = [X.copy()]
+    for _ in range(steps):
+        X = X - eta * np.stack([_grads(problem, X[j])[i] for j, i in enumerate(clients)])
+        paths.append(X.copy())
+    return X, paths
+
+
+def _fedavgm_loop(problem, mask, eta_l, eta_g, beta, path, availability):
+    """FedAvgM (Hsu et al. 2019; Server momentum Sec. 3): Δ_t = mean_{i∈S_t}(x_t − x^i_{t,K}),
+    v ← βv + Δ_t, x ← x − η'v; K local gradient steps on the exact gradients."""
+    x = np.zeros(problem.dim)
+    v = np.zeros(problem.dim)
+    with RunRecorder(path, N, algorithm="fedavgm", local_steps=K, step_sizes={"eta_l": eta_l, "eta_g": eta_g},
+                     hparams={"beta": beta}, availability=availability, constants=_header_constants(problem)) as rec:
+        for t in range(mask.shape[0]):
+            clients = np.flatnonzero(mask[t])
+            rec.record_round(t, clients, clients, **_measure(problem, x))
+            if clients.size:
+                X, _ = _local_gd(problem, x, clients, eta_l, K)
+                v = beta * v + (x - X).mean(axis=0)
+                x = x - eta_g * v
+    return path
+
+
+def test_a_plain_fedavgm_loop_is_judged_as_check_judges_the_engine(exact_problem, tmp_path):
+    trace = Uniform(N, 3).sample(T, seed=4)
+    alg = algorithms.get("fedavgm", eta_l=0.02, eta_g=0.1, beta=0.8, local_steps=K)
+    direct = check(alg, exact_problem, trace, "momentum.theorem_4_6", seeds=[0], constants=_constants(exact_problem),
+                   step_sizes="given")
+    path = _fedavgm_loop(exact_problem, trace.mask, 0.02, 0.1, 0.8, tmp_path / "loop.jsonl", {"model": "uniform", "m": 3})
+    judged = check_run(path, "momentum.theorem_4_6")
+    assert judged.values == pytest.approx(direct.values, rel=1e-12)
+    assert float(judged.bound.value) == pytest.approx(float(direct.bound.value), rel=1e-12)
+    assert judged.verdict == direct.verdict
+
+
+def _logit_last_loop(problem, mask, eta, path, p):
+    """LOGIT eq. (8) with the "last" surrogate (MIFA's): x ← x − (1/N)(Σ_{n∈A_t} Δ_n + Σ_{n∉A_t} Δ̃_n),
+    Δ_n = x_t − x^n_{t,K}, Δ̃_n the last update received from n (0 before any); the generation error
+    of an unavailable n, e_{n,t} = (1/K) Σ_{i<K} ‖Δ̃_n/(ηK) − ∇F_n(x^n_{t,i})‖² along its exact path (eq. (23))."""
+    x = np.zeros(problem.dim)
+    cache = np.zeros((N, problem.dim))
+    with RunRecorder(path, N, algorithm="logit", local_steps=K, step_sizes={"eta_l": eta, "eta_g": 1.0},
+                     hparams={"surrogate": "last"}, availability={"model": "bernoulli", "p": list(p)},
+                     constants=_header_constants(problem)) as rec:
+        for t in range(mask.shape[0]):
+            on, off = np.flatnonzero(mask[t]), np.flatnonzero(~mask[t])
+            errors = np.full(N, np.nan)
+            _, paths = _local_gd(problem, x, off, eta, K)
+            for j, n in enumerate(off):
+                g = cache[n] / (eta * K)
+                errors[n] = np.mean([np.sum((g - _grads(problem, paths[i][j])[n]) ** 2) for i in range(K)])
+            rec.record_round(t, on, on, generator_error=errors, **_measure(problem, x))
+            X, _ = _local_gd(problem, x, on, eta, K)
+            delta = x - X
+            total = delta.sum(axis=0) + cache[off].sum(axis=0)
+            cache[on] = delta
+            x = x - total / N
+    return path
+
+
+def test_a_plain_logit_loop_is_judged_as_check_judges_the_engine(exact_problem, tmp_path):
+    p = np.linspace(0.4, 0.9, N)
+    pattern = Bernoulli(p)
+    trace = Trace(pattern.sample_batch(T, 1, seed=0)[0])        # the trace check draws for seed 0
+    eta = 0.05
+    alg = algorithms.get("logit", eta_l=eta, eta_g=1.0, local_steps=K, surrogate="last")
+    for theorem in ("logit.inequality_23", "logit.theorem_1"):
+        direct = check(alg, exact_problem, pattern, theorem, seeds=[0], rounds=T, constants=_constants(exact_problem),
+                       step_sizes="given")
+        judged = check_run(_logit_last_loop(exact_problem, trace.mask, eta, tmp_path / f"{theorem}.jsonl", p), theorem)
+        assert judged.values == pytest.approx(direct.values, rel=1e-12)
+        assert float(judged.bound.value) == pytest.approx(float(direct.bound.value), rel=1e-10)
+        assert judged.verdict == direct.verdict
+        assert judged.steps_outside and "prescribes η" in judged.steps_outside     # η = 0.05 is not Thm 1's
+
+
+# ------------------------------------------------------------------ refusals, one per theorem
+
+
+def _without(path, tmp_path, *, header=(), rounds=(), constants=()):
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    for key in header:
+        lines[0].pop(key, None)
+    for key in constants:
+        lines[0].get("constants", {}).pop(key, None)
+    for line in lines[1:]:
+        for key in rounds:
+            line.pop(key, None)
+    out = tmp_path / f"without_{'_'.join(header + rounds + constants)}.jsonl"
+    out.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return out
+
+
+REFUSALS = [
+    ("momentum.theorem_4_1", "fedgm", Uniform(N, N), dict(rounds=("heterogeneity",)), "heterogeneity"),
+    ("momentum.theorem_4_6", "fedavgm", Uniform(N, 3), dict(header=("hparams",)), "hparams.beta"),
+    ("momentum.theorem_5_1", "fedgm-autonomous", Uniform(N, 3), dict(rounds=("local_steps",)), "local_steps"),
+    ("momentum.corollary_g1", "fedgm-autonomous", Cyclic(N, 2), dict(rounds=("delays",)), "delays"),
+    ("logit.inequality_23", "logit", Bernoulli(np.full(N, 0.6)), dict(rounds=("generator_error",)), "generator_error"),
+    ("logit.theorem_1", "logit", Bernoulli(np.full(N, 0.6)), dict(header=("availability",)), "Bernoulli"),
+    ("logit.theorem_2", "logit", Bernoulli(np.full(N, 0.6)), dict(constants=("L",)), "gives no L"),
+    ("fedsum.corollary_g1", "fedsum", Uniform(N, 3), dict(header=("availability",)), "availability"),
+    ("fedsum.theorem_4_1", "fedsum", Uniform(N, 3), dict(rounds=("grad_norm2",)), "grad_norm2"),
+    ("fedsum.corollary_4_1", "fedsum", Uniform(N, 3), dict(constants=("F0",)), "F0"),
+]
+
+
+@pytest.mark.parametrize("theorem, algorithm, source, drop, field", REFUSALS, ids=[c[0] for c in REFUSALS])
+def test_a_record_without_a_field_the_theorem_reads_is_refused_naming_it(problem, tmp_path, theorem, algorithm,
+                                                                        source, drop, field):
+    _, paths = _checked_and_recorded(problem, tmp_path, theorem, algorithm, source, seeds=1)
+    check_run(paths, theorem)                         # the full record is accepted
+    with pytest.raises(ValueError, match=field) as err:
+        check_run(_without(paths[0], tmp_path, **drop), theorem)
+    assert "\n" not in str(err.value)
+
+
+def test_a_momentum_record_outside_the_admissible_step_sizes_is_marked(exact_problem, tmp_path):
+    trace = Uniform(N, 3).sample(T, seed=4)
+    path = _fedavgm_loop(exact_problem, trace.mask, 0.5, 1.0, 0.8, tmp_path / "big.jsonl", {"model": "uniform", "m": 3})
+    judged = check_run(path, "momentum.theorem_4_6")
+    assert judged.steps_outside and "breaks" in judged.steps_outside
+    assert "†" in str(judged)
+
+
+def test_records_from_an_engine_run_with_the_wrong_participation_are_refused(problem, tmp_path):
+    _, paths = _checked_and_recorded(problem, tmp_path, "momentum.theorem_4_6", "fedavgm", Uniform(N, 3), seeds=1)
+    with pytest.raises(ValueError, match="full participation"):
+        check_run(paths, "momentum.theorem_4_1")
+
+
+# ------------------------------------------------------------------ a false bound is violated
+
+
+def test_a_scaled_down_momentum_bound_is_violated_on_records_where_the_theorem_holds(problem, tmp_path):
+    from bounds import momentum as bm
+    from verify.theorems import get
+
+    true = get("momentum.theorem_4_6")
+    direct, paths = _checked_and_recorded(problem, tmp_path, true.name, "fedavgm", Uniform(N, 3))
+    judged = check_run(paths, true)
+    assert judged.verdict == "holds"
+    factor = 0.5 * judged.lower / float(judged.bound.value)
+
+    def scaled(constants, schedule, m):
+        b = bm.theorem_4_6(constants, schedule, m)
+        return dataclasses.replace(b, value=b.value * factor)
+
+    false = dataclasses.replace(true, name="momentum.scaled_4_6", bound=scaled,
+                                plan=_scaled_plan(true.plan, factor))
+    assert check_run(paths, false).verdict == "violated"
+
+
+def _scaled_plan(plan, factor):
+    def scaled_plan(setup):
+        p = plan(setup)
+        inner = p.bound
+
+        def bound(histories):
+            b = inner(histories)
+            return dataclasses.replace(b, value=b.value * factor)
+        p.bound = bound
+        return p
+    return scaled_plan
+
+
+def test_a_scaled_down_logit_bound_is_violated_on_records_where_the_theorem_holds(problem, tmp_path):
+    from verify.theorems import get
+
+    true = get("logit.theorem_2")
+    _, paths = _checked_and_recorded(problem, tmp_path, true.name, "logit", Bernoulli(np.full(N, 0.6)))
+    judged = check_run(paths, true)
+    assert judged.verdict == "holds"
+    false = dataclasses.replace(true, name="logit.scaled_2",
+                                plan=_scaled_plan(true.plan, 0.5 * judged.lower / float(judged.bound.value)))
+    assert check_run(paths, false).verdict == "violated"
+
+
+def test_a_record_read_back_keeps_its_per_client_fields(tmp_path):
+    path = tmp_path / "v.jsonl"
+    with RunRecorder(path, 3, algorithm="fedgm-autonomous", local_steps=2) as rec:
+        rec.record_round(0, [0, 2], [0, 2], local_steps=[2, None, 4], delays=np.array([0.0, np.nan, 1.0]))
+    r = load_record(path)
+    assert r.header["version"] == 2
+    np.testing.assert_array_equal(r.vectors["local_steps"], [[2, np.nan, 4]])
+    np.testing.assert_array_equal(r.vectors["delays"], [[0, np.nan, 1]])
+    with pytest.raises(ValueError, match="one per client"):
+        with RunRecorder(tmp_path / "w.jsonl", 3) as rec:
+            rec.record_round(0, [0], [0], local_steps=[1, 2])
+
+
+def test_a_version_1_record_still_loads_and_is_judged(problem, tmp_path):
+    _, paths = _checked_and_recorded(problem, tmp_path, "fedsum.theorem_4_1", "fedsum", Trace(Uniform(N, 3).sample(T, 1).mask),
+                                     seeds=1)
+    lines = [json.loads(x) for x in paths[0].read_text().splitlines()]
+    lines[0]["version"] = 1
+    for key in ("hparams", "schedule", "availability"):
+        lines[0].pop(key, None)
+    old = tmp_path / "v1.jsonl"
+    old.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert check_run(old, "fedsum.theorem_4_1").values == check_run(paths[0], "fedsum.theorem_4_1").values
