@@ -81,6 +81,11 @@ def run(args) -> str:
     lines = [f"{result.bound_name} on {len(args.records)} record(s): N={result.n_clients}, T={result.rounds}, "
              f"K={result.local_steps}, algorithm {result.algorithm}", str(result)]
     lines += [f"  {c}" for c in result.conditions if not c.holds]
+    if result.extras:
+        from ..report import side_quantities
+
+        lines += side_quantities([{"algorithm": result.algorithm, "pattern": "records",
+                                   "result": {"extras": result.extras}}])
     lines += [f"note: {n}" for n in result.notes]
     if args.json is not None:
         lines.append(f"wrote {write_json(args.json, result.to_dict())}")

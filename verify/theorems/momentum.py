@@ -210,7 +210,7 @@ def _plan(setup: Setup, *, which: str) -> Plan:
         schedule = _schedule(setup, eta_l)
         how = "the largest η_l at which every hypothesis holds (bisection)"
     else:
-        how = "the algorithm's own"
+        how = "the recorded runs'" if setup.recorded is not None else "the algorithm's own"
     algorithm = _build(setup, schedule, autonomous)
 
     def bound(histories):
