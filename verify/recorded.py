@@ -169,6 +169,10 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         if pattern is None:
             raise missing(first, "availability", theorem.name)
     steps = dict(first.header.get("step_sizes") or {})
+    if spec.needs_steps and not {"eta_g", "eta_l"} <= set(steps):
+        absent = sorted({"eta_g", "eta_l"} - set(steps))
+        raise ValueError(f"{Path(first.path).name if first.path else 'the record'} has no step_sizes.{absent[0]}, which "
+                         f"{theorem.name} needs: its bound is written in the step sizes η_g, η_l")
     algorithm = first.header.get("algorithm") or "unknown"
     notes = []
     metrics = [delay_metrics(r.trace) for r in records]

@@ -19,6 +19,7 @@ from verify.recorded import check_run
 from verify.records import RunRecorder, algorithm_fields, availability_of, load_record, record_from_history
 
 N, K, T = 8, 2, 40
+FIXED = Trace(Uniform(N, 3).sample(T, seed=1).mask)       # one trace for the bounds conditional on it
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +71,13 @@ ENGINE_CASES = [
     ("fedsum.corollary_g1", "fedsum", Uniform(N, 3)),
     ("fedsum.corollary_g1", "fedsum-cr", Bernoulli(np.full(N, 0.5))),
     ("fedsum.corollary_4_1", "fedsum", Uniform(N, 3)),
+    ("fedsum.theorem_4_1", "fedsum-cr", FIXED),
+    ("fedsum.theorem_c1", "fedsum-b", FIXED),
+    ("fedsum.theorem_d1", "fedsum", FIXED),
+    ("fedsum.theorem_e1", "fedsum-cr", FIXED),
+    ("fedsum.lemma_c6", "fedsum-b", FIXED),
+    ("fedsum.lemma_d6", "fedsum", FIXED),
+    ("fedsum.lemma_e6", "fedsum-cr", FIXED),
 ]
 
 
@@ -228,7 +236,24 @@ REFUSALS = [
     ("fedsum.corollary_g1", "fedsum", Uniform(N, 3), dict(header=("availability",)), "availability"),
     ("fedsum.theorem_4_1", "fedsum", Uniform(N, 3), dict(rounds=("grad_norm2",)), "grad_norm2"),
     ("fedsum.corollary_4_1", "fedsum", Uniform(N, 3), dict(constants=("F0",)), "F0"),
+    ("fedsum.theorem_c1", "fedsum-b", FIXED, dict(header=("local_steps",)), "local_steps"),
+    ("fedsum.theorem_d1", "fedsum", FIXED, dict(constants=("delta_f",)), "delta_f"),
+    ("fedsum.theorem_e1", "fedsum-cr", FIXED, dict(rounds=("grad_norm2",)), "grad_norm2"),
+    ("fedsum.lemma_c6", "fedsum-b", FIXED, dict(header=("step_sizes",)), "step"),
+    ("fedsum.lemma_d6", "fedsum", FIXED, dict(header=("step_sizes",)), "step"),
+    ("fedsum.lemma_e6", "fedsum-cr", FIXED, dict(constants=("sigma2",)), "sigma2"),
 ]
+
+#: The CA-Fed theorems have their own file (test_check_run_cafed.py).
+CAFED = ("cafed.theorem_1", "cafed.theorem_1_bias", "cafed.theorem_3", "cafed.theorem_2")
+
+
+def test_every_theorem_has_a_record_case_and_a_refusal():
+    from verify.theorems import names
+
+    accepted = {c[0] for c in ENGINE_CASES} | set(CAFED)
+    refused = {c[0] for c in REFUSALS} | set(CAFED)
+    assert set(names()) <= accepted and set(names()) <= refused
 
 
 @pytest.mark.parametrize("theorem, algorithm, source, drop, field", REFUSALS, ids=[c[0] for c in REFUSALS])
