@@ -350,3 +350,28 @@ def test_a_version_1_record_still_loads_and_is_judged(problem, tmp_path):
     old = tmp_path / "v1.jsonl"
     old.write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert check_run(old, "fedsum.theorem_4_1").values == check_run(paths[0], "fedsum.theorem_4_1").values
+
+
+def test_an_availability_model_estimated_from_the_recorded_participation_says_so(problem, tmp_path):
+    p = np.full(N, 0.6)
+    _, paths = _checked_and_recorded(problem, tmp_path, "logit.theorem_2", "logit", Bernoulli(p))
+    estimated = []
+    for path in paths:
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        lines[0]["availability"] = {"model": "estimate"}
+        out = path.with_name("estimated_" + path.name)
+        out.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        estimated.append(out)
+    given, fitted = check_run(paths, "logit.theorem_2"), check_run(estimated, "logit.theorem_2")
+    assert fitted.values == given.values
+    assert any("estimated from the recorded S_t" in n for n in fitted.notes)
+    masks = np.concatenate([load_record(x).mask for x in paths])
+    assert fitted.extras["p_bar"] == pytest.approx(masks.mean(), rel=1e-12)      # p̂_n = each client's rate
+    assert given.extras["p_bar"] == pytest.approx(0.6)
+    (tmp_path / "m").mkdir()
+    _, momentum = _checked_and_recorded(problem, tmp_path / "m", "momentum.theorem_4_6", "fedavgm", Uniform(N, 3), seeds=1)
+    lines = [json.loads(x) for x in momentum[0].read_text().splitlines()]
+    lines[0]["availability"] = {"model": "estimate"}
+    momentum[0].write_text("".join(json.dumps(x) + "\n" for x in lines))
+    with pytest.raises(ValueError, match="estimated availability"):
+        check_run(momentum[0], "momentum.theorem_4_6")
