@@ -40,8 +40,6 @@ __all__ = ["THEOREMS", "largest_admissible"]
 FAMILY = ("fedgm", "fedavgm", "fednag", "qhm")
 #: (β, ν) as a function of β for the presets that fix ν (Sec. 3, after eq. (2)).
 _NU = {"fedavgm": lambda beta: 1.0, "fednag": lambda beta: beta}
-_DEFAULT_BETA = {"fedgm": 0.9, "qhm": 0.999, "fedavgm": 0.9, "fednag": 0.9, "fedgm-autonomous": 0.9}
-_DEFAULT_NU = {"fedgm": 0.7, "qhm": 0.7, "fedgm-autonomous": 0.7}
 REDUCTIONS = {
     "fedavgm": "FedAvgM(η', β) is FedGM(η = η'/(1−β), β, ν = 1) (Server momentum Sec. 3); run as FedAvgM",
     "fednag": "FedNAG(η', β) is FedGM(η = η'/(1−β), β, ν = β) (Server momentum Sec. 3); run as FedNAG",
@@ -69,14 +67,26 @@ def largest_admissible(valid, start: float, rtol: float = 1e-3) -> float:
     return low
 
 
+def _defaults(name: str) -> tuple[float, float]:
+    """(β, ν) of ``algorithms.get(name)`` at its defaults (ν of FedAvgM and FedNAG is fixed by β,
+    :data:`_NU`; FedAvg is β = ν = 0)."""
+    import algorithms
+
+    if name == "fedavg":
+        return 0.0, 0.0
+    alg = algorithms.get(name)
+    return float(alg.beta), float(getattr(alg, "nu", None) or 0.0)
+
+
 def _schedule(setup: Setup, eta_l: float) -> bm.StageSchedule:
     hp = dict(setup.hparams)
     if hp.get("schedule") is not None:
         s = hp["schedule"]
         return bm.StageSchedule(s.lengths, s.eta_g, eta_l, s.beta, s.nu)
     name = setup.algorithm
-    beta = option_number(hp, "beta", _DEFAULT_BETA.get(name, 0.9))
-    nu = option_number(hp, "nu", _NU[name](beta) if name in _NU else _DEFAULT_NU.get(name, 0.0 if name == "fedavg" else 0.7))
+    default_beta, default_nu = _defaults(name)
+    beta = option_number(hp, "beta", default_beta)
+    nu = option_number(hp, "nu", _NU[name](beta) if name in _NU else default_nu)
     if name == "fedavg":
         beta, nu = 0.0, 0.0
     stages = option_numbers(hp, "stages")
