@@ -295,7 +295,7 @@ def _judge_plan(records: list[RunRecord], theorem, constants, confidence: float)
     from_records.require_fields(records, theorem, given)
     setup, notes = from_records.record_setup(records, theorem, given, confidence)
     setup = dataclasses.replace(setup, seeds=_seeds_of(records))
-    histories = [from_records.record_history(r, theorem.name) for r in records]
+    histories = [from_records.record_history(r, theorem.name, _given(r, constants)) for r in records]
     plan = make_plan(theorem, setup)
     bound = plan.bound(histories)
     if given.get("F0") is None:            # never taken as 0: refused when the bound depends on it

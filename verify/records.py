@@ -48,7 +48,7 @@ from participation.files import strict_json
 
 __all__ = ["RunRecord", "RunRecorder", "load_record", "FORMAT", "VERSION", "READS", "SCHEMA_PATH", "PER_CLIENT",
            "PER_ROUND", "CONSTANTS", "AVAILABILITY", "record_from_history", "availability_of",
-           "algorithm_fields"]
+           "algorithm_fields", "amend_header"]
 
 FORMAT = "fedverify-run"
 VERSION = 2
@@ -71,6 +71,8 @@ PER_CLIENT = {
 PER_ROUND = {
     "heterogeneity": "(1/N) Σ_i ‖∇f_i(x_t) − ∇f(x_t)‖² (Server momentum Assumption A3, σ_g²)",
     "heterogeneity_max": "max_i ‖∇f_i(x_t) − ∇f(x_t)‖² (LOGIT Assumption 4, σ₃²)",
+    "local_norm": "max ‖w^k_{t,j}‖ over round t's local iterates (CA-Fed Lemma 1: W holds them)",
+    "param_norm": "‖x_t‖, the norm of the model round t starts from",
 }
 #: Constants a header may give beyond L, σ², Δ_f, F_0, and the theorem that reads each.
 CONSTANTS = {
@@ -514,6 +516,30 @@ def algorithm_fields(algorithm) -> dict:
     return {"hparams": hparams or None, "schedule": schedule}
 
 
+def amend_header(path, *, constants: dict | None = None, hparams: dict | None = None) -> Path:
+    """Add ``constants`` and ``hparams`` to the header of a finished record (merged into its own;
+    the rounds are kept byte for byte). The new file is written beside it and renamed onto it."""
+    path = Path(path)
+    raw = path.read_bytes()
+    first, _, rest = raw.partition(b"\n")
+    header = strict_json(first.decode("utf-8"))
+    for key, more in (("constants", constants), ("hparams", hparams)):
+        if more:
+            header[key] = {**(header.get(key) or {}), **_plain(more)}
+    check_header(header, path)
+    line = json.dumps(header, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        with open(partial, "wb") as f:
+            f.write(line + b"\n" + rest)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
+
+
 def availability_of(source) -> dict | None:
     """The header's ``availability`` for a participation pattern fedverify draws from: Uniform →
     uniform m, Markov → markov π, λ, Bernoulli with per-client p → bernoulli p, every client every
@@ -543,9 +569,12 @@ def _engine_fields(history, mask: np.ndarray, averaged_losses) -> list[dict]:
     obs = history.observed or {}
     rows: list[dict] = [{} for _ in history.rounds]
     index = {int(t): i for i, t in enumerate(history.rounds)}
-    for name in ("heterogeneity", "heterogeneity_max"):
+    for name in ("heterogeneity", "heterogeneity_max", "param_norm"):
         for i, value in enumerate(np.asarray(obs.get(name, []), dtype=float)[:len(rows)]):
             rows[i][name] = value
+    for t, value in enumerate(np.asarray(obs.get("local_norm", []), dtype=float)[:T]):
+        if int(t) in index and np.isfinite(value):
+            rows[index[t]]["local_norm"] = value
     for name in ("local_steps", "delays"):
         for t, values in enumerate(obs.get(name, ())[:T]):
             if int(t) in index:

@@ -12,7 +12,7 @@ import algorithms
 from algorithms.problems import Quadratic
 from bounds.core import Constants
 from participation import Trace
-from participation.patterns import Bernoulli, Cyclic, Uniform
+from participation.patterns import Bernoulli, Cyclic, Markov, Uniform
 from verify.checking import check
 from verify.commands.check import averaged_losses
 from verify.recorded import check_run
@@ -244,15 +244,12 @@ REFUSALS = [
     ("fedsum.lemma_e6", "fedsum-cr", FIXED, dict(constants=("sigma2",)), "sigma2"),
 ]
 
-#: The CA-Fed theorems have their own file (test_check_run_cafed.py).
-CAFED = ("cafed.theorem_1", "cafed.theorem_1_bias", "cafed.theorem_3", "cafed.theorem_2")
-
-
 def test_every_theorem_has_a_record_case_and_a_refusal():
     from verify.theorems import names
 
-    accepted = {c[0] for c in ENGINE_CASES} | set(CAFED)
-    refused = {c[0] for c in REFUSALS} | set(CAFED)
+    cafed = ("cafed.theorem_1", "cafed.theorem_1_bias", "cafed.theorem_3", "cafed.theorem_2")   # below
+    accepted = {c[0] for c in ENGINE_CASES} | set(cafed)
+    refused = {c[0] for c in REFUSALS} | {c[0] for c in CAFED_REFUSALS}
     assert set(names()) <= accepted and set(names()) <= refused
 
 
@@ -375,3 +372,139 @@ def test_an_availability_model_estimated_from_the_recorded_participation_says_so
     momentum[0].write_text("".join(json.dumps(x) + "\n" for x in lines))
     with pytest.raises(ValueError, match="estimated availability"):
         check_run(momentum[0], "momentum.theorem_4_6")
+
+
+# ------------------------------------------------------------------ CA-Fed
+
+
+def _cafed_recorded(problem, tmp_path, theorem, algorithm="cafed-unbiased", seeds=3, pattern=None):
+    """``check`` on a Markov pattern with every run recorded, then the measured constants stated in
+    the records' headers (what ``check --record`` does for a CA-Fed row)."""
+    from verify.commands.check import _state_cafed_constants
+
+    pattern = pattern or Markov(np.linspace(0.4, 0.9, N), np.full(N, 0.3))
+    result, paths = _checked_and_recorded(problem, tmp_path, theorem, algorithm, pattern, seeds=seeds)
+    _state_cafed_constants(paths, result, problem)
+    return result, paths
+
+
+@pytest.mark.parametrize("theorem, algorithm", [("cafed.theorem_2", "cafed-unbiased"), ("cafed.theorem_2", "cafed"),
+                                                ("cafed.theorem_1", "cafed-unbiased")])
+def test_cafed_engine_runs_judged_from_their_records_as_by_check(problem, tmp_path, theorem, algorithm):
+    direct, paths = _cafed_recorded(problem, tmp_path, theorem, algorithm)
+    judged = check_run(paths, theorem)
+    assert judged.values == pytest.approx(direct.values, rel=1e-12, abs=1e-14)
+    assert float(judged.bound.value) == pytest.approx(float(direct.bound.value), rel=1e-12)
+    assert judged.verdict == direct.verdict and judged.covered == direct.covered and judged.steps_outside is None
+    assert [c.holds for c in judged.conditions] == [c.holds for c in direct.conditions]
+
+
+@pytest.mark.parametrize("theorem", ["cafed.theorem_1_bias", "cafed.theorem_3"])
+def test_cafed_bias_bounds_judged_on_the_records_of_a_run(problem, tmp_path, theorem):
+    """ε_bias of eqs. (11) and (15) depends on q alone: check computes it without a run; the
+    records of a run with the same q give the same left side and bound."""
+    _, paths = _cafed_recorded(problem, tmp_path, "cafed.theorem_1")        # q = α, the bias theorems' default
+    direct = check("cafed-unbiased", problem, Markov(np.linspace(0.4, 0.9, N), np.full(N, 0.3)), theorem, seeds=1,
+                   rounds=T, local_steps=K, constants=_constants(problem))
+    judged = check_run(paths, theorem)
+    assert judged.values == pytest.approx(list(direct.values) * len(judged.values), rel=1e-12)
+    assert float(judged.bound.value) == pytest.approx(float(direct.bound.value), rel=1e-12)
+    assert judged.verdict == direct.verdict == "holds"
+
+
+CAFED_REFUSALS = [
+    ("cafed.theorem_2", dict(rounds=("avg_client_losses",)), "avg_client_losses"),
+    ("cafed.theorem_2", dict(rounds=("weights",)), "weights"),
+    ("cafed.theorem_2", dict(header=("availability",)), "Markov"),
+    ("cafed.theorem_2", dict(constants=("F_B_star",)), "F_B_star"),
+    ("cafed.theorem_2", dict(constants=("diam",)), "diam"),
+    ("cafed.theorem_2", dict(constants=("Gamma_prime",)), "Gamma_prime"),
+    ("cafed.theorem_1", dict(constants=("mu",)), "mu"),
+    ("cafed.theorem_1", dict(constants=("eps_bias",)), "eps_bias"),
+    ("cafed.theorem_1", dict(constants=("F_star",)), "F_star"),
+    ("cafed.theorem_1_bias", dict(constants=("Gamma",)), "Gamma"),
+    ("cafed.theorem_3", dict(constants=("Gamma_prime",)), "Gamma_prime"),
+    ("cafed.theorem_3", dict(header=("hparams",)), "decay"),
+]
+
+
+@pytest.mark.parametrize("theorem, drop, field", CAFED_REFUSALS, ids=[f"{c[0]}-{c[2]}" for c in CAFED_REFUSALS])
+def test_a_cafed_record_without_a_field_is_refused_naming_it(problem, tmp_path, theorem, drop, field):
+    _, paths = _cafed_recorded(problem, tmp_path, "cafed.theorem_1", seeds=1)
+    check_run(paths, theorem)
+    with pytest.raises(ValueError, match=field) as err:
+        check_run(_without(paths[0], tmp_path, **drop), theorem)
+    assert "\n" not in str(err.value)
+
+
+def test_a_plain_cafed_loop_is_judged_as_check_judges_the_engine(tmp_path):
+    """CA-Fed's FedAvg with fixed weights q = α/π (§V-A) and the steps (12), η_t = η_1 t^(−a) for
+    t = 1, 2, ..., written as a numpy loop: x ← x + η̄ Σ_{k∈A_t} q_k (x^k_{t,E} − x_t); the averaged
+    iterate w̄_T = Σ_t η_t x_t / Σ_t η_t (§III-B). On quadratics F_k* = 0 at b_k and F* solves
+    (Σ α_k A_k) w = Σ α_k A_k b_k, so the constants are computed here in closed form."""
+    import torch
+
+    from bounds import cafed as bc
+
+    problem = Quadratic.random(N, 3, seed=8, noise_std=0.0)
+    pi, lam = np.linspace(0.4, 0.9, N), np.full(N, 0.3)
+    pattern = Markov(pi, lam)
+    trace = pattern.sample_batch(T, 1, seed=0)[0]                  # the trace check draws for seed 0
+    alpha = np.full(N, 1 / N)
+    q = alpha / pi
+    eta_1, decay = 0.05, 1.0
+    alg = algorithms.get("cafed-unbiased", eta_l=eta_1, eta_g=1.0, local_steps=K, oracle=(tuple(pi), tuple(lam)))
+    direct = check(alg, problem, pattern, "cafed.theorem_2", seeds=[0], rounds=T, constants=_constants(problem),
+                   step_sizes="given", hparams={"decay": decay})
+    A, b = problem.A.cpu().numpy(), problem.b.cpu().numpy()
+
+    def losses(x):
+        return np.array([0.5 * (x - b[k]) @ A[k] @ (x - b[k]) for k in range(N)])
+
+    p = bc.biased_importance(pi, q)
+    w_b = np.linalg.solve(np.einsum("k,kij->ij", p, A), np.einsum("k,kij,kj->i", p, A, b))
+    F_B_star = float(p @ losses(w_b))
+    assert F_B_star == pytest.approx(direct.extras["F_B*"], rel=1e-9)
+    x, weighted, total = np.zeros(3), np.zeros(3), 0.0
+    path = tmp_path / "cafed.jsonl"
+    with RunRecorder(path, N, algorithm="cafed-unbiased", local_steps=K, step_sizes={"eta_l": eta_1, "eta_g": 1.0},
+                     hparams={"decay": decay}, availability={"model": "markov", "pi": list(pi), "lam": list(lam)},
+                     constants={**_header_constants(problem), "F_B_star": F_B_star, "Gamma": direct.extras["Gamma"],
+                                "Gamma_prime": direct.extras["Gamma'"], "diam": direct.extras["diam(W)"]}) as rec:
+        for t in range(T):
+            eta = eta_1 * (t + 1.0) ** (-decay)
+            weighted, total = weighted + eta * x, total + eta
+            on = np.flatnonzero(trace[t])
+            fields = {"weights": np.where(trace[t].any(), q, np.nan)} if on.size else {}
+            if t == T - 1:
+                fields["avg_client_losses"] = losses((weighted + 0.0) / total)
+            rec.record_round(t, on, on, grad_norm2=float(np.sum(problem.full_grad(torch.as_tensor(x)).numpy() ** 2)),
+                             **fields)
+            if on.size:
+                X, _ = _local_gd(problem, x, on, eta, K)
+                x = x + (q[on, None] * (X - x)).sum(axis=0)
+    judged = check_run(path, "cafed.theorem_2")
+    # F_B* here is the closed form, check's is L-BFGS's (gradient tolerance 1e-12)
+    assert judged.values == pytest.approx(direct.values, rel=1e-12, abs=1e-11)
+    assert judged.verdict == direct.verdict
+
+
+def test_a_cafed_record_at_other_step_sizes_is_marked(problem, tmp_path):
+    _, paths = _cafed_recorded(problem, tmp_path, "cafed.theorem_2", seeds=1)
+    lines = [json.loads(x) for x in paths[0].read_text().splitlines()]
+    lines[0]["step_sizes"]["eta_l"] *= 2
+    paths[0].write_text("".join(json.dumps(x) + "\n" for x in lines))
+    judged = check_run(paths[0], "cafed.theorem_2")
+    assert judged.steps_outside and "(12)" in judged.steps_outside and "†" in str(judged)
+
+
+def test_a_scaled_down_cafed_bound_is_violated_on_records_where_the_theorem_holds(problem, tmp_path):
+    from verify.theorems import get
+
+    true = get("cafed.theorem_2")
+    _, paths = _cafed_recorded(problem, tmp_path, true.name)
+    judged = check_run(paths, true)
+    assert judged.verdict == "holds"
+    false = dataclasses.replace(true, name="cafed.scaled_2",
+                                plan=_scaled_plan(true.plan, 0.5 * judged.lower / float(judged.bound.value)))
+    assert check_run(paths, false).verdict == "violated"

@@ -246,6 +246,20 @@ def averaged_losses(problem, history):
         return None
 
 
+def _state_cafed_constants(paths, result, problem) -> None:
+    """Write into each record of a CA-Fed row the constants its plan measured on the problem (F*,
+    F_B* at the record's own weights, ε_bias, Γ, Γ', μ, diam(W)) and its step-size exponent, so
+    that ``check-run`` judges the records alone."""
+    from ..records import amend_header, load_record
+    from ..theorems.cafed import record_constants
+
+    records = [load_record(p) for p in paths]
+    for path, constants in zip(paths, record_constants(result, problem, records)):
+        constants["source"] = ("fedverify problem: exact L, σ², Δ_f, F_0; F*, F_B*, ε_bias, Γ, Γ', μ, diam(W) "
+                               "measured by check")
+        amend_header(path, constants=constants, hparams={"decay": float(result.step_sizes["decay"])})
+
+
 def compute_rows(args, tables, problem, consts, device, hparams, recorder=None):
     """The check's results: (cells, results, admissible), a cell being (theorem, algorithm name,
     pattern label, trace or pattern), ``admissible`` mapping id(result) to the row at admissible
@@ -271,7 +285,7 @@ def compute_rows(args, tables, problem, consts, device, hparams, recorder=None):
 
     cells = [(theorem, name, label, source) for theorem, names, patterns in tables
              for name in names for label, source in patterns]
-    results = checked([call(theorem, name, source, on_run=recorder(name, label, source) if recorder else None)
+    results = checked([call(theorem, name, source, on_run=recorder(theorem, name, label, source) if recorder else None)
                        for theorem, name, label, source in cells], [(t, n, lab) for t, n, lab, _ in cells])
     wanted = [(cell, result) for cell, result in zip(cells, results) if _needs_admissible_row(result, cell[0])]
     at_admissible = checked([call(theorem, name, source, step_sizes="admissible")
@@ -304,7 +318,9 @@ def run(args) -> str:
         writable_folder(args.record, "--record", ())
     pc = problem.constants() if args.record is not None else None
 
-    def recorder(algorithm_label, pattern_label, source):
+    written: dict = {}
+
+    def recorder(theorem, algorithm_label, pattern_label, source):
         if args.record is None:
             return None
         from ..records import algorithm_fields, availability_of, record_from_history
@@ -312,17 +328,22 @@ def run(args) -> str:
         constants = {"L": pc.L, "sigma2": pc.sigma2, "delta_f": pc.delta_f, "F0": pc.F0,
                      "source": f"fedverify problem {args.problem}: " + ("exact" if {"L", "sigma2", "delta_f", "F0"}
                                                                          <= set(pc.exact) else "the problem's own")}
+        prefix = f"{theorem.name}_" if len(tables) > 1 else ""
+        options = {k: v for k, v in hparams.items() if k in theorem.options}
         count = {}
+        paths = written.setdefault((theorem.name, algorithm_label, pattern_label), [])
 
         def write(history, trace, algorithm, seed):
             j = count.setdefault(seed, 0)
             count[seed] += 1
-            name = f"{algorithm_label}_{pattern_label}_t{j}_s{seed}.jsonl".replace("/", "-")
+            name = f"{prefix}{algorithm_label}_{pattern_label}_t{j}_s{seed}.jsonl".replace("/", "-")
             steps = {k: v for k, v in algorithm.hparams.items() if k.startswith("eta") and isinstance(v, (int, float))}
-            record_from_history(Path(args.record) / name, history, trace, algorithm=algorithm.name,
-                                local_steps=algorithm.local_steps, step_sizes=steps, seed=int(seed),
-                                constants=constants, problem=args.problem, availability=availability_of(source),
-                                averaged_losses=averaged_losses(problem, history), **algorithm_fields(algorithm))
+            fields = algorithm_fields(algorithm)
+            fields["hparams"] = {**(fields["hparams"] or {}), **options} or None
+            paths.append(record_from_history(
+                Path(args.record) / name, history, trace, algorithm=algorithm.name, local_steps=algorithm.local_steps,
+                step_sizes=steps, seed=int(seed), constants=constants, problem=args.problem,
+                availability=availability_of(source), averaged_losses=averaged_losses(problem, history), **fields))
         return write
     rows, notes, sections, footnotes = [], {}, [], []
     total = sum(len(n) * len(p) for _, n, p in tables) * args.seeds
@@ -331,6 +352,9 @@ def run(args) -> str:
         bar.set_postfix_str(f"{sum(len(n) * len(p) for _, n, p in tables)} rows in batches")
         cells, results, admissible = compute_rows(args, tables, problem, consts, device, hparams, recorder)
         bar.update(total)
+        for (theorem, name, label, _), result in zip(cells, results):
+            if theorem.paper == "cafed":
+                _state_cafed_constants(written.get((theorem.name, name, label), ()), result, problem)
         by_theorem: dict = {}
         for (theorem, name, label, _), result in zip(cells, results):
             here = by_theorem.setdefault(theorem.name, [])

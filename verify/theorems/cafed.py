@@ -96,8 +96,47 @@ class _Objectives:
         return float(np.max(losses - self.clients[1]))
 
 
-def _bias(objectives: _Objectives, alpha, p) -> dict:
-    """ε_bias = F(w_B*) − F* (Thm 1, eq. (10)) with Γ, Γ', χ²_{α‖p} (11) and d_TV(α, p) (15)."""
+class _RecordedObjectives:
+    """The problem's side of the theorems as a run record states it (``verify.check_run``): the
+    header constants F* (``F_star``), F_B* (``F_B_star``), ε_bias (``eps_bias``), Γ (``Gamma``),
+    Γ' (``Gamma_prime``), diam(W) (``diam``), and F_k(w̄_T) from the last round's
+    ``avg_client_losses``. A constant is required only where a theorem reads it."""
+
+    def __init__(self, constants, theorem: str):
+        self.extra = dict(constants.extra or {})
+        self.theorem = theorem
+
+    def constant(self, name: str) -> float:
+        value = self.extra.get(name)
+        if value is None:
+            from .from_records import CAFED_CONSTANTS
+
+            raise ValueError(f"the record gives no constant {name}, which {self.theorem} needs: "
+                             f"{CAFED_CONSTANTS[name]} (write it in the header's constants or pass constants=)")
+        return float(value)
+
+    @staticmethod
+    def client_losses(history) -> np.ndarray:
+        """F_k(w̄_T), the last round's ``avg_client_losses``."""
+        table = history.observed.get("avg_client_losses")
+        if table is None or not len(table) or np.isnan(np.asarray(table)[-1]).any():
+            raise ValueError("the record has no avg_client_losses in its last round (F_k at the step-weighted average "
+                             "iterate w̄_T, CA-Fed §III-B), which the left side of eqs. (10) and (13) needs")
+        return np.asarray(table, dtype=float)[-1]
+
+    def gap(self, history, weights, minimum: float) -> float:
+        """Σ_k w_k F_k(w̄_T) − minimum."""
+        return float(np.asarray(weights, dtype=float) @ self.client_losses(history)) - minimum
+
+
+def _bias(objectives, alpha, p) -> dict:
+    """ε_bias = F(w_B*) − F* (Thm 1, eq. (10)) with Γ, Γ', χ²_{α‖p} (11) and d_TV(α, p) (15); from
+    the record's constants when ``objectives`` is a record's (w*, w_B* are then unknown, None)."""
+    if isinstance(objectives, _RecordedObjectives):
+        extra = objectives.extra
+        value = (lambda k: None if extra.get(k) is None else float(extra[k]))
+        return dict(p=p, w_star=None, F_star=value("F_star"), w_b=None, eps_bias=value("eps_bias"),
+                    gamma=value("Gamma"), gamma_prime=value("Gamma_prime"), chi2=bc.chi2(alpha, p), tv=bc.tv(alpha, p))
     w_star, F_star = objectives.minimum(alpha)
     w_b, _ = objectives.minimum(p)
     return dict(p=p, w_star=w_star, F_star=F_star, w_b=w_b,
@@ -195,6 +234,12 @@ def _pooled_q(histories) -> tuple[np.ndarray, bool]:
 
 def _require(setup: Setup, name: str, strong: bool) -> tuple[np.ndarray, np.ndarray, float | None]:
     problem = setup.problem
+    if setup.recorded is not None:
+        mu = _RecordedObjectives(setup.constants, name).constant("mu") if strong else None
+        if not isinstance(setup.pattern, Markov):
+            raise ValueError(f"{name} assumes Markov availability (CA-Fed Assumption 1): the record's header needs "
+                             "availability {\"model\": \"markov\", \"pi\": [...], \"lam\": [...]} or {\"model\": \"estimate\"}")
+        return np.asarray(setup.pattern.pi, dtype=float), np.asarray(setup.pattern.lam, dtype=float), mu
     if not getattr(problem, "convex", False):
         raise ValueError(f"{name} assumes convex local objectives (CA-Fed Assumptions 3–4); "
                          f"{type(problem).__name__} is not convex")
@@ -221,8 +266,24 @@ class _Context:
     eta_1: float
     weights: str | None
     algorithm: object
-    objectives: _Objectives
+    objectives: object
     notes: list
+    #: Why recorded step sizes are not those of (12), or None.
+    steps_outside: str | None = None
+
+    @property
+    def recorded(self) -> bool:
+        return isinstance(self.objectives, _RecordedObjectives)
+
+    def gap_at_average(self, history, weights, which: str) -> float:
+        """Σ_k w_k F_k(w̄_T) − min (``which`` = "F" with w = α, "F_B" with w = p): on a record from its
+        constants F_star, F_B_star; else by L-BFGS on the problem."""
+        if self.recorded:
+            name = "F_star" if which == "F" else "F_B_star"
+            own = history.meta.get("constants", {}).get(name)        # the record's own (F_B* at its p)
+            return self.objectives.gap(history, weights, float(own) if own is not None else self.objectives.constant(name))
+        minimum = self.objectives.minimum(self.alpha if which == "F" else weights)[1]
+        return loss_gap_at_average(history, self.setup.problem, weights, minimum)
 
     @property
     def L(self) -> float:
@@ -237,9 +298,9 @@ class _Context:
 
     def known_q(self) -> np.ndarray | None:
         """q before any run: ``cafed-unbiased`` with the oracle's π gives η̄·α/π_oracle (the analysis
-        absorbs η̄ into q, App. B); None when the weights are chosen along the run."""
+        absorbs η̄ into q, App. B); None when the weights are chosen along the run or recorded."""
         alg = self.algorithm
-        if alg.name != "cafed-unbiased" or getattr(alg, "oracle", None) is None:
+        if self.recorded or alg.name != "cafed-unbiased" or getattr(alg, "oracle", None) is None:
             return None
         return alg.eta_g * alg.target(self.pi.size) / np.asarray(alg.oracle[0], dtype=float)
 
@@ -260,7 +321,17 @@ def _context(setup: Setup, which: str) -> _Context:
         raise ValueError(f"{name} is checked on {', '.join(COVERS)} (FedAvg with weights q), not {setup.algorithm}")
     pi, lam, mu = _require(setup, name, strong=which != "theorem_2")
     n, E, L = setup.n_clients, setup.local_steps, setup.constants.L
-    alpha = np.asarray(setup.hparams.get("alpha", np.full(n, 1 / n)), dtype=float)
+    notes = []
+    if setup.recorded is not None:
+        if "decay" not in setup.hparams:
+            raise ValueError(f"the record has no hparams.decay, which {name} needs: the exponent a of the step sizes "
+                             "(12), η_t = η_1 t^(−a)")
+        given_alpha = getattr(setup.given, "alpha", None)
+        alpha = np.full(n, 1 / n) if given_alpha is None else np.asarray(given_alpha, dtype=float)
+        if given_alpha is None:
+            notes.append("α: uniform 1/N (the record gives no hparams.alpha)")
+    else:
+        alpha = np.asarray(setup.hparams.get("alpha", np.full(n, 1 / n)), dtype=float)
     decay = option_number(setup.hparams, "decay", 1.0)
     if not 0.5 < decay <= 1:
         raise ValueError(f"decay must lie in (1/2, 1] for the step sizes (12) of CA-Fed Thm 2, got {decay}")
@@ -270,7 +341,10 @@ def _context(setup: Setup, which: str) -> _Context:
     if weights is not None and (setup.given is not None or setup.algorithm != "cafed-unbiased"):
         raise ValueError("weights= chooses cafed-unbiased's fixed q; the greedy cafed and a given algorithm choose their own")
     eta_1 = 1 / (2 * L * (1 + 2 * E * float((alpha / pi).sum())))
-    notes = []
+    steps_outside = None
+    if setup.recorded is not None and not math.isclose(setup.given.eta_l, eta_1, rel_tol=1e-9):
+        steps_outside = (f"recorded η_1 = {setup.given.eta_l:.4g}; the step sizes (12) of {name} take "
+                         f"η_1 = 1/(2L(1 + 2EQ)) = {eta_1:.4g}")
     if setup.given is not None:
         algorithm, eta_1, weights = setup.given, setup.given.eta_l, None
     else:
@@ -288,14 +362,27 @@ def _context(setup: Setup, which: str) -> _Context:
         elif weights == "unbiased":
             notes.append("weights q = α/π: p = α and ε_bias = 0 by construction")
     notes.append(f"step sizes (12): η_t = η_1 t^(−{decay:g}), η_1 = {eta_1:.4g}" + (
-        " (the algorithm's own)" if setup.given else " = 1/(2L(1 + 2EQ)), Q = ‖α/π‖₁"))
-    return _Context(setup, name, pi, lam, mu, alpha, decay, eta_1, weights, _observing(algorithm),
-                    _Objectives(setup.problem), notes)
+        (" (the recorded)" if setup.recorded is not None else " (the algorithm's own)") if setup.given
+        else " = 1/(2L(1 + 2EQ)), Q = ‖α/π‖₁"))
+    if setup.recorded is not None:
+        notes.append("F*, F_B*, ε_bias, Γ, Γ', μ, diam(W) as the record states them; convexity and smoothness "
+                     "(Assumptions 2–4) are its author's, not checked on a record")
+        objectives = _RecordedObjectives(setup.constants, name)
+    else:
+        objectives = _Objectives(setup.problem)
+    return _Context(setup, name, pi, lam, mu, alpha, decay, eta_1, weights, _observing(algorithm), objectives, notes,
+                    steps_outside)
 
 
 def _radius(ctx: _Context, histories, w_b) -> tuple[float, float]:
     """(R, largest local-iterate norm): W = {‖w‖ ≤ R} holds every server iterate, every local
-    iterate, w*, w_B* and every w_k* (Assumption 2 and Lemma 1)."""
+    iterate, w*, w_B* and every w_k* (Assumption 2 and Lemma 1). On a record R = diam(W)/2 as it
+    states it, and the local norms are those it recorded (``local_norm``; NaN without)."""
+    if ctx.recorded:
+        local = max((float(np.nanmax(v)) for h in histories if (v := local_iterate_norms(h)).size
+                     and not np.isnan(v).all()), default=math.nan)
+        diam = ctx.objectives.extra.get("diam")
+        return (math.nan if diam is None else float(diam) / 2), local
     local = max((float(np.nanmax(v)) for h in histories if (v := local_iterate_norms(h)).size
                  and not np.isnan(v).all()), default=0.0)
     server = max(max(float(np.max(h.observed["param_norm"])), float(np.linalg.norm(h.final_params))) for h in histories)
@@ -305,8 +392,9 @@ def _radius(ctx: _Context, histories, w_b) -> tuple[float, float]:
 
 
 def _local_condition(histories, radius: float, local: float) -> Condition:
-    """Lemma 1's W holds the local iterates: true when every run recorded them."""
-    recorded = all("local_norm" in h.observed for h in histories)
+    """Lemma 1's W holds the local iterates: true when every run recorded them (a run record: its
+    per-round ``local_norm``) and they lie in W."""
+    recorded = all("local_norm" in h.observed for h in histories) and not math.isnan(local)
     return Condition("Lemma 1 (6)–(8): W holds every local iterate (recorded)", recorded and local <= radius,
                      local, radius, "" if recorded else "a run did not record its local iterates: D, G, H unverified")
 
@@ -317,12 +405,14 @@ def _optimisation_plan(setup: Setup) -> Plan:
     traces, note = setup.unit_traces("participation")
 
     def measure(history, problem):
-        p = ctx.p_of(_weights_of(history)[0])
-        return loss_gap_at_average(history, problem, p, ctx.objectives.minimum(p)[1])
+        return ctx.gap_at_average(history, ctx.p_of(_weights_of(history)[0]), "F_B")
 
     def inputs(histories) -> dict:
         q, fixed = _pooled_q(histories)
         v = _bias(ctx.objectives, ctx.alpha, ctx.p_of(q))
+        if ctx.recorded:
+            ctx.objectives.constant("diam")
+            v["gamma"], v["gamma_prime"] = ctx.objectives.constant("Gamma"), ctx.objectives.constant("Gamma_prime")
         radius, local = _radius(ctx, histories, v["w_b"])
         if not radius > 0:
             raise ValueError("every iterate and minimiser is 0: W is a point, and CA-Fed Thm 2 needs "
@@ -338,14 +428,23 @@ def _optimisation_plan(setup: Setup) -> Plan:
     def extras(histories):
         v = inputs(histories)
         D = ctx.L * v["diam"]
-        return {"measured bias F(w_B*) − F*": v["eps_bias"], "Gamma": v["gamma"], "Gamma'": v["gamma_prime"],
-                "diam(W)": v["diam"], "D = L·diam(W)": D, "H = D·diam(W)": D * v["diam"],
+        return {**_minima(ctx, v), "measured bias F(w_B*) − F*": v["eps_bias"], "Gamma": v["gamma"],
+                "Gamma'": v["gamma_prime"], "diam(W)": v["diam"], "D = L·diam(W)": D, "H = D·diam(W)": D * v["diam"],
                 "largest local iterate norm": v["local"], "Q": float(v["q"].sum()), "eta_1": ctx.eta_1,
                 "decay": ctx.decay, "q fixed": v["fixed"], "weights": ctx.weights or "algorithm's own"}
 
     return Plan(algorithm=ctx.algorithm, traces=traces, measure=measure, bound=bound, extras=extras,
-                covered=ctx.covered, run_options=ctx.run_options(),
+                covered=ctx.covered, run_options=ctx.run_options(), steps_outside=ctx.steps_outside,
                 step_sizes={"eta_1": ctx.eta_1, "eta_g": 1.0, "decay": ctx.decay}, notes=([note] if note else []) + ctx.notes)
+
+
+def _minima(ctx: _Context, v: dict) -> dict:
+    """F* and F_B* at the runs' p, the minima the left sides subtract (what a record's header
+    carries as ``F_star``, ``F_B_star``)."""
+    if ctx.recorded:
+        return {k: ctx.objectives.extra.get(c) for k, c in (("F*", "F_star"), ("F_B*", "F_B_star"))
+                if ctx.objectives.extra.get(c) is not None}
+    return {"F*": float(v["F_star"]), "F_B*": float(ctx.objectives.minimum(v["p"])[1])}
 
 
 # ------------------------------------------------------------------------------ Thm 1, eq. (10)
@@ -369,9 +468,7 @@ def _decomposition_plan(setup: Setup, *, factor: float = 2.0, bias: bool = True)
     def gaps(history) -> tuple[float, float]:
         """(F(w̄_T) − F*, F_B(w̄_T) − F_B*) at the run's own q."""
         p = ctx.p_of(_weights_of(history)[0])
-        F_star = ctx.objectives.minimum(ctx.alpha)[1]
-        return (loss_gap_at_average(history, setup.problem, ctx.alpha, F_star),
-                loss_gap_at_average(history, setup.problem, p, ctx.objectives.minimum(p)[1]))
+        return ctx.gap_at_average(history, ctx.alpha, "F"), ctx.gap_at_average(history, p, "F_B")
 
     def measure(history, problem):
         total, opt = gaps(history)
@@ -385,6 +482,8 @@ def _decomposition_plan(setup: Setup, *, factor: float = 2.0, bias: bool = True)
 
     def bound(histories):
         v = inputs(histories)
+        if ctx.recorded and bias:
+            v["eps_bias"] = ctx.objectives.constant("eps_bias")
         eps = v["eps_bias"] if bias else 0.0
         where = "eq. (10) at w = w̄_T, F_B(w̄_T) − F_B* measured and moved to the left; proof in App. A, (21)–(24)"
         return make_bound(_decomposition_formula(factor), {_L: ctx.L, _mu: ctx.mu, _eps_b: max(eps, 0.0)},
@@ -394,14 +493,14 @@ def _decomposition_plan(setup: Setup, *, factor: float = 2.0, bias: bool = True)
     def extras(histories):
         v = inputs(histories)
         total, opt = np.mean([gaps(h) for h in histories], axis=0)
-        return {"F(w̄_T) − F* (mean)": float(total), "eps_opt = F_B(w̄_T) − F_B* (mean)": float(opt),
+        return {**_minima(ctx, v), "F(w̄_T) − F* (mean)": float(total), "eps_opt = F_B(w̄_T) − F_B* (mean)": float(opt),
                 "measured bias F(w_B*) − F*": v["eps_bias"], "kappa": math.sqrt(ctx.kappa2), "mu": ctx.mu,
                 "coefficient c": c, "Gamma": v["gamma"], "Gamma'": v["gamma_prime"], "diam(W)": v["diam"],
                 "p": _vector(v["p"]), "Q": float(v["q"].sum()), "eta_1": ctx.eta_1, "decay": ctx.decay,
                 "q fixed": v["fixed"], "weights": ctx.weights or "algorithm's own"}
 
     return Plan(algorithm=ctx.algorithm, traces=traces, measure=measure, bound=bound, extras=extras,
-                covered=ctx.covered, run_options=ctx.run_options(), nonnegative=False,
+                covered=ctx.covered, run_options=ctx.run_options(), nonnegative=False, steps_outside=ctx.steps_outside,
                 step_sizes={"eta_1": ctx.eta_1, "eta_g": 1.0, "decay": ctx.decay}, notes=([note] if note else []) + ctx.notes)
 
 
@@ -422,6 +521,9 @@ def _bias_plan(setup: Setup, which: str) -> Plan:
 
     def bound(histories):
         v = inputs(histories)
+        if ctx.recorded:
+            v["gamma" if which != "theorem_3" else "gamma_prime"] = ctx.objectives.constant(
+                "Gamma" if which != "theorem_3" else "Gamma_prime")
         if which == "theorem_3":
             return bc.theorem_3(ctx.alpha, v["q"], ctx.pi, setup.constants, mu=ctx.mu, Gamma_prime=v["gamma_prime"])
         return bc.theorem_1(ctx.alpha, v["q"], ctx.pi, setup.constants, mu=ctx.mu, Gamma=v["gamma"])
@@ -437,9 +539,12 @@ def _bias_plan(setup: Setup, which: str) -> Plan:
         return out
 
     def measure(history, problem):
+        if ctx.recorded:
+            return ctx.objectives.constant("eps_bias")
         return _bias(ctx.objectives, ctx.alpha, ctx.p_of(_weights_of(history)[0]))["eps_bias"]
 
     common = dict(algorithm=ctx.algorithm, bound=bound, extras=extras, noise_free=True, notes=ctx.notes,
+                  steps_outside=ctx.steps_outside,
                   step_sizes={"eta_1": ctx.eta_1, "eta_g": 1.0, "decay": ctx.decay})
     if known is not None:
         return Plan(traces=[], measure=None, values=lambda: [inputs([])["eps_bias"]],
@@ -448,6 +553,33 @@ def _bias_plan(setup: Setup, which: str) -> Plan:
     traces, note = setup.unit_traces("noise")
     return Plan(traces=traces, measure=measure, covered=ctx.covered, run_options=ctx.run_options(),
                 **{**common, "notes": ([note] if note else []) + ctx.notes + ["q chosen along the runs: ε_bias at the runs' q"]})
+
+
+# ------------------------------------------------------------------------------ records
+
+
+#: The measured inputs of a CA-Fed check (its extras) and the record constants they become.
+RECORD_CONSTANTS = {"mu": "mu", "F*": "F_star", "measured bias F(w_B*) − F*": "eps_bias", "Gamma": "Gamma",
+                    "Gamma'": "Gamma_prime", "diam(W)": "diam"}
+
+
+def record_constants(result, problem, records) -> list[dict]:
+    """Per run record of a CA-Fed check, the constants a record states (``verify.check_run`` reads
+    them): the check's measured F*, ε_bias, Γ, Γ', μ, diam(W), and F_B* at the record's own p =
+    π ⊙̃ q (q its weights averaged over the rounds with clients, as the left side takes it)."""
+    from .from_records import record_history
+
+    shared = {to: float(result.extras[name]) for name, to in RECORD_CONSTANTS.items()
+              if isinstance(result.extras.get(name), (int, float)) and not isinstance(result.extras.get(name), bool)}
+    out = []
+    for record in records:
+        pi = np.asarray(record.header["availability"]["pi"], dtype=float)
+        q = _weights_of(record_history(record))[0]
+        own = dict(shared)
+        if np.isfinite(q).all():
+            own["F_B_star"] = float(weighted_minimum(problem, bc.biased_importance(pi, q))[1])
+        out.append(own)
+    return out
 
 
 # ------------------------------------------------------------------------------ the declarations

@@ -36,7 +36,8 @@ FIELDS = {
     "local_steps": "K_{t,i} of every arriving client (φ_1, φ_2, φ_3 of Server momentum footnote 5, Thm 5.1)",
     "delays": "τ_{t,i} of every arriving client (Server momentum Alg. 4, τ of Thm 5.1)",
     "generator_error": "e_{n,t} of every unavailable client (LOGIT eq. (23), Assumption 5)",
-    "weights": "q_{t,i}, the aggregation weights of every round with clients (CA-Fed eq. (2))",
+    "weights": "q_{t,i}, the aggregation weights of every round with clients, server rate included "
+               "(CA-Fed eq. (2); App. B absorbs η̄ into q)",
     "avg_client_losses": "F_k(w̄_T) at the step-weighted average iterate, last round (CA-Fed §III-B, eq. (13))",
     "availability": "the participation model (header availability: FedSUM Section 2.1's case for Cor G.1, "
                     "Server momentum footnote 4, CA-Fed Assumption 1, LOGIT Section 3.3)",
@@ -78,15 +79,17 @@ def _arrivals(record, name: str, theorem: str) -> tuple:
     return tuple(values[t][record.mask[t]] for t in range(record.n_rounds))
 
 
-def record_history(record, theorem: str | None = None) -> History:
+def record_history(record, theorem: str | None = None, constants: dict | None = None) -> History:
     """The record as the ``History`` of a run (every round recorded, ``observed`` filled from
     the record's fields: heterogeneity, local steps and delays at the arrivals, weights,
     LOGIT's per-client generator errors with their staleness, the averaged iterate's client
-    losses). ``theorem`` names the theorem in the refusal of an inconsistent field."""
+    losses; ``meta["constants"]`` the record's own constants, or ``constants`` when given, for
+    a constant that belongs to one run such as CA-Fed's F_B* at its weights). ``theorem`` names
+    the theorem in the refusal of an inconsistent field."""
     T = record.n_rounds
     metrics, vectors = record.metrics, record.vectors
     observed: dict = {}
-    for name in ("heterogeneity", "heterogeneity_max"):
+    for name in ("heterogeneity", "heterogeneity_max", "local_norm", "param_norm"):
         if name in metrics:
             observed[name] = np.asarray(metrics[name], dtype=float)
     for name in ("local_steps", "delays"):
@@ -112,7 +115,9 @@ def record_history(record, theorem: str | None = None) -> History:
                    seed=record.header.get("seed", 0), rounds=np.arange(T), grad_norm2=np.asarray(grad2, dtype=float),
                    loss=np.asarray(loss, dtype=float), accuracy=metrics.get("accuracy"), uplink=np.zeros(T),
                    downlink=np.zeros(T), final_params=np.zeros(0), stopped=None, n_rounds=T,
-                   meta={"record": str(record.path)}, observed=observed)
+                   meta={"record": str(record.path),
+                         "constants": dict(constants if constants is not None else record.header.get("constants") or {})},
+                   observed=observed)
 
 
 # ------------------------------------------------------------------------------ the setup
@@ -144,7 +149,7 @@ def given_algorithm(record, theorem: Theorem):
     K = record.header.get("local_steps")
     if K is None:
         raise ValueError(f"{_name(record)} has no local_steps (K), which {theorem.name} needs: write it in its header")
-    hparams = dict(record.header.get("hparams") or {})
+    hparams = {k: v for k, v in (record.header.get("hparams") or {}).items() if k not in theorem.options}
     schedule = record.header.get("schedule")
     if schedule is not None:
         from bounds.momentum import StageSchedule
@@ -217,7 +222,8 @@ def record_setup(records: list, theorem: Theorem, given_constants: dict, confide
     if how:
         notes.append(how)
     consts = _constants(first, given_constants)
-    setup = Setup(problem=None, algorithm=str(first.header["algorithm"]).lower(), hparams={}, given=algorithm,
+    options = {k: v for k, v in (first.header.get("hparams") or {}).items() if k in theorem.options}
+    setup = Setup(problem=None, algorithm=str(first.header["algorithm"]).lower(), hparams=options, given=algorithm,
                   constants=consts, trace=first.trace, pattern=pattern,
                   seeds=tuple(range(len(records))), recorded=tuple(r.trace for r in records), step_mode="given",
                   given_steps={"eta_g": algorithm.eta_g, "eta_l": algorithm.eta_l}, confidence=float(confidence))
@@ -242,10 +248,13 @@ def estimated_pattern(records: list, theorem: Theorem):
                               f"client n was available ({masks.shape[0]} rounds)")
     if paper == "cafed":
         from participation.fit import fit_markov
+        from participation.patterns import Markov
 
-        fitted = fit_markov(masks)
-        return fitted, (f"availability estimated from the recorded S_t: the Markov chain's π̂, λ̂ "
-                        f"fitted to {masks.shape[0]} rounds")
+        fits = [fit_markov(r.mask, reps=1) for r in records]
+        pi = np.mean([f.pi for f in fits], axis=0)
+        lam = np.mean([f.lam for f in fits], axis=0)
+        return Markov(pi, lam), (f"availability estimated from the recorded S_t: π̂, λ̂ of two-state chains fitted to "
+                                 f"each record (participation.fit.fit_markov), averaged over the {len(records)} records")
     raise ValueError(f"{theorem.name} reads no estimated availability model: give availability "
                      "(full, uniform with m, or any with m) in the header")
 
@@ -263,6 +272,17 @@ def with_F0(setup: Setup, value: float) -> Setup:
     return dataclasses.replace(setup, constants=dataclasses.replace(setup.constants, F0=value))
 
 
+#: The constants a CA-Fed record states (its header's ``constants``), and where each enters.
+CAFED_CONSTANTS = {
+    "mu": "μ, the strong convexity of Assumption 4 (κ = L/μ in eqs. (10), (11), (15))",
+    "F_star": "F* = min_w Σ_k α_k F_k(w) (eq. (3)), subtracted in eq. (10)'s left side",
+    "F_B_star": "F_B* = min_w Σ_k p_k F_k(w), p = π ⊙̃ q (eq. (4)), subtracted in eqs. (10) and (13)",
+    "eps_bias": "ε_bias = F(w_B*) − F* (Thm 1), the right side of eq. (10) and the left side of eqs. (11), (15)",
+    "Gamma": "Γ = max_k F_k(w*) − F_k* (eq. (9)), in eqs. (11) and (13)",
+    "Gamma_prime": "Γ' = max_k F_k(w_B*) − F_k* (Thm 3), in eqs. (13) and (15)",
+    "diam": "diam(W), the diameter of a ball holding every iterate and minimiser (Lemma 1: D, G, H of eq. (13))",
+}
+
 #: Per theorem, the record fields its plan reads: (field, constants that replace it). A per-round
 #: number must be recorded every round, a per-client field at least once.
 READS = {
@@ -273,6 +293,10 @@ READS = {
     "logit.inequality_23": (("heterogeneity_max", ("zeta2",)), ("generator_error", ())),
     "logit.theorem_1": (("heterogeneity_max", ("zeta2",)), ("generator_error", ("eps_star", "C1"))),
     "logit.theorem_2": (("heterogeneity_max", ("zeta2",)), ("generator_error", ("eps_star", "C1"))),
+    "cafed.theorem_1": (("weights", ()), ("avg_client_losses", ())),
+    "cafed.theorem_2": (("weights", ()), ("avg_client_losses", ())),
+    "cafed.theorem_1_bias": (("weights", ()),),
+    "cafed.theorem_3": (("weights", ()),),
 }
 
 
