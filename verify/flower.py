@@ -50,6 +50,23 @@ What the pieces do
   quiet logs, telemetry off unless the environment says otherwise) and puts back
   ``PYTHONPATH``, which Flower's Ray backend rewrites in the calling process.
 
+Server momentum: FedAvgM recorded as fedverify's ``fedavgm``
+------------------------------------------------------------
+Flower's ``FedAvgM(server_learning_rate=η', server_momentum=β)`` (Message API, Hsu et al. 2019)
+aggregates as ``FedAvg`` does (x̄ the weighted mean of the replies), then, in the convention of
+``torch.optim.SGD``: pseudo-gradient Δ_t = x_t − x̄, momentum v_t = βv_{t−1} + Δ_t (its first
+value is the first Δ, which is βv + Δ at v = 0), x_{t+1} = x_t − η'v_t; a round without replies
+leaves x and v as they were. With equal weights (``sgd_client_app`` replies with weight 1) x̄ is the
+plain mean over S_t, Δ_t = (1/|S_t|) Σ_{i∈S_t} (x_t − x^i_{t,K}) and the update is exactly
+fedverify's ``fedavgm`` (``algorithms.get("fedavgm", eta_g=η', beta=β, ...)``, v ← βv + Δ,
+x ← x − η'v), which Server momentum (Sun, Wu, Huang, Zhang, AAAI 2024, arXiv:2312.12670) Sec. 3
+writes as FedGM(η = η'/(1 − β), β, ν = 1); with β = 0 it is FedAvg with server rate η_g = η',
+FedGM with ν = 0. :func:`record_header` writes the header that says so, so that the record is
+judged against ``momentum.theorem_4_1`` (every client every round) or ``momentum.theorem_4_6``
+(m clients uniformly without replacement: ``availability={"model": "uniform", "m": m}``). Flower's
+weights are the replies' ``num-examples``: with unequal weights x̄ is a weighted mean, which the
+theorems do not cover, and the header cannot say otherwise; keep the weights equal.
+
 Round indexing and what a record means
 --------------------------------------
 Flower numbers rounds from 1 (``server_round``); the record numbers them from 0: round t of
@@ -109,7 +126,7 @@ ROUND_KEY = "fedverify-round"
 __all__ = ["INSTALL_HINT", "PARTITION_ACTION", "PARTITION_QUERY", "ROUND_KEY", "flower_available",
            "require_flower", "answer_partition_queries", "discover_partitions", "check_partitions",
            "resolve_trace", "vector_of", "arrays_like", "arrays_of", "problem_measure", "sgd_client_app",
-           "simulate", "backend_config"]
+           "simulate", "backend_config", "record_header"]
 
 
 # --- Flower, imported on use ---------------------------------------------------------------
@@ -180,15 +197,21 @@ def arrays_of(x, key: str = "x"):
 
 def problem_measure(problem) -> Callable[[object], dict]:
     """``measure`` for :class:`RecordingStrategy` on a fedverify problem: arrays ↦
-    {``grad_norm2``: ‖∇f(x)‖², ``loss``: f(x)} (and ``accuracy`` where the problem has one),
-    x the arrays flattened as :func:`vector_of` does, in the problem's dtype and device."""
+    {``grad_norm2``: ‖∇f(x)‖², ``loss``: f(x), ``heterogeneity``: (1/N) Σ_i ‖∇f_i(x) − ∇f(x)‖²,
+    ``heterogeneity_max``: max_i ‖∇f_i(x) − ∇f(x)‖²} (and ``accuracy`` where the problem has
+    one), x the arrays flattened as :func:`vector_of` does, in the problem's dtype and device.
+    The heterogeneity is what the Server momentum (A3) and LOGIT (Assumption 4) theorems read."""
     import torch
 
     def measure(arrays) -> dict:
         x = torch.as_tensor(vector_of(arrays), dtype=problem.dtype, device=problem.device)
         if x.shape != (problem.dim,):
             raise ValueError(f"the model has {x.numel()} entries, the problem {problem.dim}")
-        values = {"grad_norm2": float(problem.full_grad(x).square().sum()), "loss": float(problem.loss(x))}
+        grads = problem.client_grads(x)
+        mean = grads.mean(dim=0)
+        spread = (grads - mean).square().sum(dim=1)
+        values = {"grad_norm2": float(problem.full_grad(x).square().sum()), "loss": float(problem.loss(x)),
+                  "heterogeneity": float(spread.mean()), "heterogeneity_max": float(spread.max())}
         accuracy = problem.accuracy(x) if hasattr(problem, "accuracy") else None
         if accuracy is not None:
             values["accuracy"] = float(accuracy)
@@ -391,6 +414,38 @@ def _round_minimums(strategy, count: int):
         for name, value in saved.items():
             setattr(strategy, name, value)
         random.setstate(state)
+
+
+def record_header(strategy, *, eta_l: float, local_steps: int) -> dict:
+    """``RunRecorder`` keywords (``algorithm``, ``step_sizes``, ``hparams``) for a run of the
+    Flower ``strategy``: ``FedAvgM`` → fedverify's ``fedavgm`` with η_g = its server learning rate
+    and β = its server momentum (``fedavg`` with η_g when the momentum is 0); ``FedAvg`` →
+    ``fedavg`` with η_g = 1 (module docstring). ``eta_l``, ``local_steps``: the clients' local
+    SGD, which Flower's strategy does not know. Another strategy is a ValueError: its update is
+    not one of fedverify's algorithms."""
+    require_flower()
+    from flwr.serverapp.strategy import FedAvg, FedAvgM
+
+    for name, value in (("eta_l", eta_l),):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    if isinstance(local_steps, bool) or not isinstance(local_steps, numbers.Integral) or local_steps < 1:
+        raise ValueError(f"local_steps must be an integer ≥ 1, got {local_steps!r}")
+    steps = {"eta_l": float(eta_l), "eta_g": 1.0}
+    kind = type(strategy)
+    if kind is FedAvgM:
+        lr, beta = float(strategy.server_learning_rate), float(strategy.server_momentum)
+        if not (math.isfinite(lr) and lr > 0 and 0 <= beta < 1):
+            raise ValueError(f"FedAvgM with server_learning_rate={lr!r}, server_momentum={beta!r}: fedverify's fedavgm "
+                             "takes a rate > 0 and a momentum in [0, 1)")
+        steps["eta_g"] = lr
+        if beta == 0:
+            return {"algorithm": "fedavg", "step_sizes": steps, "local_steps": int(local_steps)}
+        return {"algorithm": "fedavgm", "step_sizes": steps, "hparams": {"beta": beta}, "local_steps": int(local_steps)}
+    if kind is FedAvg:
+        return {"algorithm": "fedavg", "step_sizes": steps, "local_steps": int(local_steps)}
+    raise ValueError(f"{kind.__name__} is not FedAvg or FedAvgM: its server update is not one of fedverify's algorithms, "
+                     "so a record cannot name it; write the header yourself")
 
 
 def _recording_strategy_class():

@@ -166,6 +166,10 @@ def test_problem_measure_gives_what_fedsum_measures():
     xt = torch.as_tensor(x)
     assert got["grad_norm2"] == pytest.approx(float(problem.full_grad(xt).square().sum()), rel=1e-14)
     assert got["loss"] == pytest.approx(float(problem.loss(xt)), rel=1e-14)
+    grads = [problem.client_grads(xt)[i].numpy() for i in range(N)]
+    spreads = [float(np.sum((g - np.mean(grads, axis=0)) ** 2)) for g in grads]
+    assert got["heterogeneity"] == pytest.approx(sum(spreads) / N, rel=1e-12)
+    assert got["heterogeneity_max"] == pytest.approx(max(spreads), rel=1e-12)
     with pytest.raises(ValueError, match="2 entries"):
         vf.problem_measure(problem)({"a": _Array(x[:2])})
 
@@ -255,6 +259,53 @@ def test_an_imposed_trace_repeats_fedverifys_fedavg(tmp_path, identity, noise_st
     assert wrapped.final_metrics["grad_norm2"] == pytest.approx(
         float(problem.full_grad(torch.as_tensor(path[-1])).square().sum()), rel=1e-12)
     assert [r["round"] for r in wrapped.rounds] == list(range(T)) and len(wrapped.round_seconds) == T
+
+
+@pytest.mark.parametrize("noise_std", [0.0, 0.3])
+def test_flowers_fedavgm_repeats_fedverifys_fedavgm_and_is_judged_against_server_momentum(tmp_path, identity, noise_std):
+    """FedAvgM(η', β) in Flower under an imposed uniform trace is fedverify's ``fedavgm`` (the
+    mapping of verify.flower's docstring), and its record is judged against Server momentum Thm 4.6
+    as ``check`` judges the engine's run."""
+    from flwr.serverapp.strategy import FedAvgM
+
+    from bounds.core import Constants
+    from verify.checking import check
+
+    problem, trace = _problem(noise_std), _trace(rounds=12)
+    strategy = FedAvgM(fraction_evaluate=0.0, server_learning_rate=0.5, server_momentum=0.8)
+    header = vf.record_header(strategy, eta_l=ETA_L, local_steps=K)
+    assert header == {"algorithm": "fedavgm", "step_sizes": {"eta_l": ETA_L, "eta_g": 0.5}, "hparams": {"beta": 0.8},
+                      "local_steps": K}
+    seen, measure = _path_recorder(problem)
+    path = tmp_path / "fedavgm.jsonl"
+    with RunRecorder(path, N, **header, seed=5, constants=_constants(problem),
+                     availability={"model": "uniform", "m": S}) as rec:
+        wrapped = vf.RecordingStrategy(strategy, rec, trace=trace, measure=measure)
+        wrapped.start(grid=LocalGrid(vf.sgd_client_app(problem, ETA_L, K, seed=5)),
+                      initial_arrays=vf.arrays_of(problem.x0), num_rounds=trace.n_rounds)
+    fedavgm = algorithms.get("fedavgm", eta_l=ETA_L, eta_g=0.5, beta=0.8, local_steps=K)
+    engine = np.stack([st.x.numpy() for st in algorithms.iterate(fedavgm, problem, trace, seed=5)])
+    assert np.abs(np.stack(seen) - engine).max() < 1e-10
+    judged = check_run(path, "momentum.theorem_4_6")
+    c = problem.constants()
+    direct = check(fedavgm, problem, trace, "momentum.theorem_4_6", seeds=[5], step_sizes="given",
+                   constants=Constants(L=c.L, sigma2=c.sigma2, delta_f=c.delta_f, F0=c.F0, n_clients=N, local_steps=K,
+                                       rounds=trace.n_rounds))
+    assert judged.values == pytest.approx(direct.values, rel=1e-10)
+    assert float(judged.bound.value) == pytest.approx(float(direct.bound.value), rel=1e-10)
+    assert judged.verdict == direct.verdict and judged.algorithm == "fedavgm"
+
+
+def test_record_header_names_only_the_strategies_fedverify_runs(flower):
+    from flwr.serverapp.strategy import FedAvg, FedAvgM, FedProx
+
+    assert vf.record_header(FedAvgM(server_learning_rate=2.0), eta_l=0.1, local_steps=3) == {
+        "algorithm": "fedavg", "step_sizes": {"eta_l": 0.1, "eta_g": 2.0}, "local_steps": 3}
+    assert vf.record_header(FedAvg(), eta_l=0.1, local_steps=1)["algorithm"] == "fedavg"
+    with pytest.raises(ValueError, match="FedProx"):
+        vf.record_header(FedProx(), eta_l=0.1, local_steps=1)
+    with pytest.raises(ValueError, match="eta_l"):
+        vf.record_header(FedAvg(), eta_l=0.0, local_steps=1)
 
 
 def test_different_node_ids_give_the_same_run(tmp_path, identity):
