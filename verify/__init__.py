@@ -6,7 +6,8 @@
 ``verify.strategies`` (public hypothesis strategies). Every theorem of the four papers is a
 ``verify.theorems.Theorem`` (what it measures, for whom, at which step sizes, with which
 constants); ``user_theorem`` makes one of the user's own. ``RunRecorder`` writes a run made
-anywhere as a run record, ``load_record`` reads one, ``check_run(records, theorem)`` judges it.
+anywhere as a run record (``ModelMeasure`` and ``StepWeightedAverage`` measure what it needs
+on a PyTorch model), ``load_record`` reads one, ``check_run(records, theorem)`` judges it.
 
 Each public name means one thing: ``verify.check`` and ``verify.conformance`` are the
 functions (defined in ``verify.checking`` and ``verify.counterexamples``, modules of other
@@ -22,6 +23,7 @@ _HOMES = {
     "conformance": "counterexamples", "ConformanceResult": "counterexamples",
     "Theorem": "theorems", "user_theorem": "theorems",
     "check_run": "recorded", "RunRecorder": "records", "load_record": "records",
+    "ModelMeasure": "model_measures", "StepWeightedAverage": "model_measures",
 }
 
 __all__ = sorted(_HOMES) + ["strategies"]
