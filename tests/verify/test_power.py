@@ -21,7 +21,7 @@ from participation import Trace
 from participation.patterns import Bernoulli, Markov, Uniform
 from verify import check, check_run, theorems
 from verify.catalogue import THEOREM_LIST
-from verify.records import record_from_history
+from verify.records import availability_of, record_from_history
 from verify.theorems.runner import make_plan
 
 N, DIM, T = 6, 3, 30
@@ -136,15 +136,19 @@ def test_records_above_a_delay_bound_are_violated(quad, name, tmp_path):
         steps = {k: true.step_sizes[k] for k in ("eta_g", "eta_l")}
         alg = algorithms.get(algorithm, local_steps=kw["local_steps"], **steps)
         h = algorithms.run(alg, quad, trace, seed=seed)
+        model = availability_of(participation)
         paths.append(record_from_history(tmp_path / f"s{seed}.jsonl", h, trace, algorithm=algorithm,
-                                         local_steps=kw["local_steps"], step_sizes=steps, seed=seed, constants=header))
+                                         local_steps=kw["local_steps"], step_sizes=steps, seed=seed, constants=header,
+                                         availability=model))
         up = dataclasses.replace(h, grad_norm2=h.grad_norm2 + 2 * true.bound_value + 1.0)
         raised.append(record_from_history(tmp_path / f"up{seed}.jsonl", up, trace, algorithm=algorithm,
-                                          local_steps=kw["local_steps"], step_sizes=steps, seed=seed, constants=header))
-    if "pattern" in inspect.signature(theorem.bound).parameters:
-        with pytest.raises(ValueError, match="pattern"):          # a record carries no pattern to read the case from
-            check_run(paths, name)
-        return
+                                          local_steps=kw["local_steps"], step_sizes=steps, seed=seed, constants=header,
+                                          availability=model))
+    if "pattern" in inspect.signature(theorem.bound).parameters:      # the case is read from the header's model
+        bare = record_from_history(tmp_path / "bare.jsonl", h, trace, algorithm=algorithm,
+                                   local_steps=kw["local_steps"], step_sizes=steps, seed=0, constants=header)
+        with pytest.raises(ValueError, match="availability"):
+            check_run(bare, name)
     judged = check_run(paths, name)
     assert judged.verdict in ("holds", "inconclusive") and judged.measured < judged.bound_value, str(judged)
     assert check_run(raised, name).verdict == "violated"
