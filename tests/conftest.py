@@ -61,3 +61,25 @@ def pytest_runtest_teardown(item):
     for number, handler in handlers.items():
         if handler is not None and signal.getsignal(number) is not handler:
             signal.signal(number, handler)
+
+
+# CI installs Flower (make flower) and sets FEDVERIFY_REQUIRE_FLOWER=1: a test skipped there for
+# lack of Flower or Ray is a failure, so the integration cannot rot behind a skip.
+_FLOWER_SKIPS = ("'flwr'", "'ray'", "Flower (flwr) is not installed", "needs Ray")
+
+
+def pytest_runtest_makereport(item, call):
+    if call.when not in ("setup", "call") or not os.environ.get("FEDVERIFY_REQUIRE_FLOWER"):
+        return None
+    from _pytest.outcomes import Skipped
+
+    if call.excinfo is not None and call.excinfo.errisinstance(Skipped):
+        reason = str(call.excinfo.value)
+        if any(s in reason for s in _FLOWER_SKIPS):
+            from _pytest.reports import TestReport
+
+            report = TestReport.from_item_and_call(item, call)
+            report.outcome = "failed"
+            report.longrepr = f"skipped for lack of Flower although FEDVERIFY_REQUIRE_FLOWER is set: {reason}"
+            return report
+    return None

@@ -539,8 +539,9 @@ def _bias_plan(setup: Setup, which: str) -> Plan:
         return out
 
     def measure(history, problem):
-        if ctx.recorded:
-            return ctx.objectives.constant("eps_bias")
+        if ctx.recorded:                    # the record's own ε_bias (at its q), else the shared one
+            own = history.meta.get("constants", {}).get("eps_bias")
+            return float(own) if own is not None else ctx.objectives.constant("eps_bias")
         return _bias(ctx.objectives, ctx.alpha, ctx.p_of(_weights_of(history)[0]))["eps_bias"]
 
     common = dict(algorithm=ctx.algorithm, bound=bound, extras=extras, noise_free=True, notes=ctx.notes,
@@ -564,20 +565,27 @@ RECORD_CONSTANTS = {"mu": "mu", "F*": "F_star", "measured bias F(w_B*) − F*": 
 
 
 def record_constants(result, problem, records) -> list[dict]:
-    """Per run record of a CA-Fed check, the constants a record states (``verify.check_run`` reads
-    them): the check's measured F*, ε_bias, Γ, Γ', μ, diam(W), and F_B* at the record's own p =
-    π ⊙̃ q (q its weights averaged over the rounds with clients, as the left side takes it)."""
+    """Per run record of a CA-Fed check, the constants a record states
+    (``verify.check_run`` reads them): the check's measured F*, ε_bias, Γ, Γ', μ, diam(W), and
+    F_B* at the record's own p = π ⊙̃ q (q its weights averaged over the rounds with clients, as
+    the left side takes it). For eqs. (11) and (15), whose left side is ε_bias of each run, ε_bias
+    = F(w_B*) − F* at the record's own p."""
     from .from_records import record_history
 
     shared = {to: float(result.extras[name]) for name, to in RECORD_CONSTANTS.items()
               if isinstance(result.extras.get(name), (int, float)) and not isinstance(result.extras.get(name), bool)}
+    per_run_bias = result.bound_name.split(".")[-1] in ("theorem_1_bias", "theorem_3")
     out = []
     for record in records:
         pi = np.asarray(record.header["availability"]["pi"], dtype=float)
         q = _weights_of(record_history(record))[0]
         own = dict(shared)
         if np.isfinite(q).all():
-            own["F_B_star"] = float(weighted_minimum(problem, bc.biased_importance(pi, q))[1])
+            p = bc.biased_importance(pi, q)
+            own["F_B_star"] = float(weighted_minimum(problem, p)[1])
+            if per_run_bias:                # α as check_run reads it: the header's, else uniform
+                alpha = (record.header.get("hparams") or {}).get("alpha") or np.full(pi.size, 1 / pi.size)
+                own["eps_bias"] = float(_bias(_Objectives(problem), np.asarray(alpha, dtype=float), p)["eps_bias"])
         out.append(own)
     return out
 

@@ -234,7 +234,7 @@ def estimated_pattern(records: list, theorem: Theorem):
     """The participation model estimated from the recorded S_t (``availability: estimate``):
     the model the theorem assumes, fitted to the records' traces pooled, and a note that says so.
     Bernoulli (LOGIT): p̂_n = the fraction of rounds client n was available; Markov (CA-Fed):
-    π̂, λ̂ of ``participation.fit``."""
+    :func:`_fitted_markov`."""
     masks = np.concatenate([r.mask for r in records])
     paper = theorem.paper
     if paper == "logit":
@@ -247,16 +247,35 @@ def estimated_pattern(records: list, theorem: Theorem):
         return Bernoulli(p), (f"availability estimated from the recorded S_t: p̂_n = the fraction of rounds "
                               f"client n was available ({masks.shape[0]} rounds)")
     if paper == "cafed":
-        from participation.fit import fit_markov
-        from participation.patterns import Markov
-
-        fits = [fit_markov(r.mask, reps=1) for r in records]
-        pi = np.mean([f.pi for f in fits], axis=0)
-        lam = np.mean([f.lam for f in fits], axis=0)
-        return Markov(pi, lam), (f"availability estimated from the recorded S_t: π̂, λ̂ of two-state chains fitted to "
-                                 f"each record (participation.fit.fit_markov), averaged over the {len(records)} records")
+        return _fitted_markov(records)
     raise ValueError(f"{theorem.name} reads no estimated availability model: give availability "
                      "(full, uniform with m, or any with m) in the header")
+
+
+def _fitted_markov(records: list):
+    """CA-Fed Assumption 1's chains fitted to the records: per client the transition counts N_xy
+    of every record (``participation.markov.estimate``) summed, then the maximum-likelihood
+    rates â = N_01/N_0, b̂ = N_10/N_1 (conditional on each record's first round), π̂ = â/(â + b̂)
+    (CA-Fed eq. (237)) and λ̂ = 1 − â − b̂ (eq. (238)). A client whose chain the records do not
+    identify as irreducible and aperiodic (a state never entered or never left: â or b̂ 0 or
+    undefined; or â = b̂ = 1, a period-2 chain) is refused by name."""
+    from participation.markov import estimate
+    from participation.patterns import Markov
+
+    counts = sum(estimate(r.mask).transitions.astype(np.int64) for r in records)
+    n0, n1 = counts[:, 0].sum(axis=1), counts[:, 1].sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a, b = counts[:, 0, 1] / n0, counts[:, 1, 0] / n1
+    bad = ~((a > 0) & (b > 0)) | ((a == 1) & (b == 1))
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"client {k}'s recorded S_t (N_01={int(counts[k, 0, 1])}, N_10={int(counts[k, 1, 0])}, "
+                         f"N_0={int(n0[k])}, N_1={int(n1[k])}) identify no irreducible aperiodic chain (CA-Fed "
+                         "Assumption 1): give availability {\"model\": \"markov\", \"pi\": [...], \"lam\": [...]}")
+    T = sum(r.n_rounds for r in records)
+    return Markov.from_rates(a, b), (f"availability estimated from the recorded S_t: two-state chains with the "
+                                     f"maximum-likelihood rates â = N_01/N_0, b̂ = N_10/N_1 over {len(records)} "
+                                     f"record(s), {T} rounds; π̂ = â/(â + b̂), λ̂ = 1 − â − b̂ (CA-Fed eqs. (237)–(238))")
 
 
 def constants_needed(theorem: Theorem, given: dict) -> None:
