@@ -227,6 +227,10 @@ def _check_availability(model, n: int, where: str) -> None:
             m = model["m"]
             if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= n:
                 raise ValueError(f"{where}: availability.m must be an integer in 1..{n}, got {m!r}")
+        elif key == "lam":            # the chain's second eigenvalue 1 − a − b (CA-Fed App. F3)
+            values = _numbers(model[key], "availability.lam", where, length=n)
+            if not all(-1 < v < 1 for v in values):
+                raise ValueError(f"{where}: availability.lam must lie in (−1, 1), got {min(values)!r}..{max(values)!r}")
         else:
             values = _numbers(model[key], f"availability.{key}", where, length=n)
             if not all(0 <= v <= 1 for v in values):

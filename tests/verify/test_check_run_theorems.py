@@ -508,3 +508,14 @@ def test_a_scaled_down_cafed_bound_is_violated_on_records_where_the_theorem_hold
     false = dataclasses.replace(true, name="cafed.scaled_2",
                                 plan=_scaled_plan(true.plan, 0.5 * judged.lower / float(judged.bound.value)))
     assert check_run(paths, false).verdict == "violated"
+
+
+def test_a_markov_chain_with_a_negative_eigenvalue_is_a_valid_availability_model(tmp_path):
+    """λ = 1 − a − b of a two-state chain lies in (−1, 1): a chain that tends to alternate has λ < 0."""
+    path = tmp_path / "neg.jsonl"
+    model = availability_of(Markov(np.full(3, 0.5), np.array([-0.4, 0.0, 0.3])))
+    with RunRecorder(path, 3, availability=model) as rec:
+        rec.record_round(0, [0], [0])
+    assert load_record(path).header["availability"]["lam"] == pytest.approx([-0.4, 0.0, 0.3])
+    with pytest.raises(ValueError, match="lam must lie in"):
+        RunRecorder(tmp_path / "bad.jsonl", 3, availability={"model": "markov", "pi": [0.5] * 3, "lam": [-1.0, 0, 0]})
