@@ -231,7 +231,7 @@ REFUSALS = [
     ("momentum.theorem_5_1", "fedgm-autonomous", Uniform(N, 3), dict(rounds=("local_steps",)), "local_steps"),
     ("momentum.corollary_g1", "fedgm-autonomous", Cyclic(N, 2), dict(rounds=("delays",)), "delays"),
     ("logit.inequality_23", "logit", Bernoulli(np.full(N, 0.6)), dict(rounds=("generator_error",)), "generator_error"),
-    ("logit.theorem_1", "logit", Bernoulli(np.full(N, 0.6)), dict(header=("availability",)), "Bernoulli"),
+    ("logit.theorem_1", "logit", Bernoulli(np.full(N, 0.6)), dict(header=("availability",)), "availability"),
     ("logit.theorem_2", "logit", Bernoulli(np.full(N, 0.6)), dict(constants=("L",)), "gives no L"),
     ("fedsum.corollary_g1", "fedsum", Uniform(N, 3), dict(header=("availability",)), "availability"),
     ("fedsum.theorem_4_1", "fedsum", Uniform(N, 3), dict(rounds=("grad_norm2",)), "grad_norm2"),
@@ -370,7 +370,7 @@ def test_an_availability_model_estimated_from_the_recorded_participation_says_so
     lines = [json.loads(x) for x in momentum[0].read_text().splitlines()]
     lines[0]["availability"] = {"model": "estimate"}
     momentum[0].write_text("".join(json.dumps(x) + "\n" for x in lines))
-    with pytest.raises(ValueError, match="estimated availability"):
+    with pytest.raises(ValueError, match="availability 'estimate'.*footnote 4"):
         check_run(momentum[0], "momentum.theorem_4_6")
 
 
@@ -519,3 +519,31 @@ def test_a_markov_chain_with_a_negative_eigenvalue_is_a_valid_availability_model
     assert load_record(path).header["availability"]["lam"] == pytest.approx([-0.4, 0.0, 0.3])
     with pytest.raises(ValueError, match="lam must lie in"):
         RunRecorder(tmp_path / "bad.jsonl", 3, availability={"model": "markov", "pi": [0.5] * 3, "lam": [-1.0, 0, 0]})
+
+
+@pytest.mark.parametrize("theorem, algorithm, source, model", [
+    ("momentum.theorem_4_6", "fedavgm", Uniform(N, 3), {"model": "any", "m": 3}),
+    ("momentum.theorem_5_1", "fedgm-autonomous", Uniform(N, 3), {"model": "cyclic", "m": 3}),
+    ("logit.theorem_2", "logit", Bernoulli(np.full(N, 0.6)), {"model": "uniform", "m": 3}),
+])
+def test_a_record_under_another_participation_model_is_refused(problem, tmp_path, theorem, algorithm, source, model):
+    _, paths = _checked_and_recorded(problem, tmp_path, theorem, algorithm, source, seeds=1)
+    lines = [json.loads(x) for x in paths[0].read_text().splitlines()]
+    lines[0]["availability"] = model
+    paths[0].write_text("".join(json.dumps(x) + "\n" for x in lines))
+    with pytest.raises(ValueError, match=f"availability '{model['model']}'.*proved under") as err:
+        check_run(paths[0], theorem)
+    assert "\n" not in str(err.value)
+
+
+def test_any_arrival_rule_is_judged_against_the_corollary_for_it(problem, tmp_path):
+    """Server momentum Cor G.1 (Cor 5.4) holds for any arrival rule with m arrivals a round: a
+    record that says so is judged, with m read from its rounds."""
+    direct, paths = _checked_and_recorded(problem, tmp_path, "momentum.corollary_g1", "fedgm-autonomous", Cyclic(N, 2))
+    for path in paths:
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        lines[0]["availability"] = {"model": "any", "m": 2}
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    judged = check_run(paths, "momentum.corollary_g1")
+    assert judged.values == pytest.approx(direct.values, rel=1e-12)
+    assert float(judged.bound.value) == pytest.approx(float(direct.bound.value), rel=1e-12)

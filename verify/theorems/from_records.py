@@ -174,15 +174,17 @@ def given_algorithm(record, theorem: Theorem):
 
 def availability_pattern(record, theorem: str):
     """The header's participation model as a pattern (None for "full", "estimate" or no model),
-    and a note: ``uniform``/``any`` → ``Uniform(N, m)``, ``cyclic`` → ``Cyclic(N, m)``,
+    and a note: ``uniform`` → ``Uniform(N, m)``, ``any`` → None (no law), ``cyclic`` → ``Cyclic(N, m)``,
     ``reshuffled`` → ``ReshuffledCyclic(N, m)``, ``markov`` → ``Markov(π, λ)``,
     ``bernoulli`` → ``Bernoulli(p)`` (per round from the ``probabilities`` field when recorded)."""
     from participation.patterns import Bernoulli, Cyclic, Markov, ReshuffledCyclic, Uniform
 
     model = record.header.get("availability") or {}
     kind, N = model.get("model"), record.n_clients
-    if kind in ("uniform", "any"):
+    if kind == "uniform":
         return Uniform(N, int(model["m"])), None
+    if kind == "any":           # no law: m is read from the recorded rounds
+        return None, f"any arrival rule with m = {int(model['m'])} arrivals a round (the header's availability)"
     if kind == "cyclic":
         return Cyclic(N, int(model["m"])), None
     if kind == "reshuffled":
@@ -211,9 +213,41 @@ def _constants(record, given: dict) -> Constants:
                      zeta2=float(given["zeta2"]) if given.get("zeta2") is not None else None, extra=extra)
 
 
+#: The participation models (header ``availability``) under which each theorem is proved; a
+#: theorem not listed reads the participation from the recorded S_t alone.
+MODELS = {
+    "momentum.theorem_4_6": ("uniform",), "momentum.theorem_5_1": ("uniform",),
+    "momentum.corollary_g1": ("uniform", "cyclic", "reshuffled", "any"),
+    "logit.inequality_23": ("bernoulli", "estimate"), "logit.theorem_1": ("bernoulli", "estimate"),
+    "logit.theorem_2": ("bernoulli", "estimate"),
+    "cafed.theorem_1": ("markov", "estimate"), "cafed.theorem_2": ("markov", "estimate"),
+    "cafed.theorem_1_bias": ("markov", "estimate"), "cafed.theorem_3": ("markov", "estimate"),
+}
+#: What each theorem assumes of the participation, for the refusal.
+_ASSUMES = {"momentum": "Server momentum footnote 4 and Alg. 4 (m clients a round)", "logit": "LOGIT Section 3.3 "
+            "(independent availability with probabilities p_n^t)", "cafed": "CA-Fed Assumption 1 (Markov availability)"}
+
+
+def require_model(records: list, theorem: Theorem) -> None:
+    """Refuse records whose participation model is not one the theorem is proved under
+    (:data:`MODELS`), naming the header's ``availability`` and the assumption."""
+    allowed = MODELS.get(theorem.name)
+    if allowed is None:
+        return
+    first = records[0]
+    kind = (first.header.get("availability") or {}).get("model")
+    if kind is None and theorem.paper == "logit" and "probabilities" in first.vectors:
+        return
+    if kind not in allowed:
+        given = f"availability {kind!r}" if kind else "no availability"
+        raise ValueError(f"{_name(first)} has {given}; {theorem.name} is proved under {_ASSUMES[theorem.paper]}: "
+                         f"write availability with model {' or '.join(map(repr, allowed))} in its header")
+
+
 def record_setup(records: list, theorem: Theorem, given_constants: dict, confidence: float) -> tuple[Setup, list[str]]:
     """The plan's Setup for ``records`` (one setting, several seeds) and notes on what was read."""
     first = records[0]
+    require_model(records, theorem)
     notes = []
     algorithm = given_algorithm(first, theorem)
     pattern, how = availability_pattern(first, theorem.name)
