@@ -4,19 +4,26 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+COMMA := ,
 
 .PHONY: run test bench clean flower
 
-$(STAMP): pyproject.toml constraints.txt
+# A fresh environment with the given extras; --no-compile leaves each module to be compiled when
+# it is first imported instead of compiling every installed file up front.
+define install
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
+	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e ".[$(1)]"
+endef
+
+$(STAMP): pyproject.toml constraints.txt
+	$(call install,test)
 	touch $(STAMP)
 
-# Flower with its simulation engine (Ray), so that the Flower tests run instead of skipping
-$(VENV)/.flower: $(STAMP)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test,flower]"
-	touch $(VENV)/.flower
+# The same with Flower and its simulation engine (Ray), so that the Flower tests run instead of skipping
+$(VENV)/.flower: pyproject.toml constraints.txt
+	$(call install,test$(COMMA)flower)
+	touch $(STAMP) $(VENV)/.flower
 
 flower: $(VENV)/.flower
 
