@@ -696,7 +696,13 @@ def simulate(server_app, client_app, num_supernodes: int, *, cpus: int | None = 
     (``flwr.simulation.run_simulation``) with :func:`backend_config` (or ``config``); returns the
     wall time in seconds, Ray's start-up and shutdown included. Flower's telemetry and Ray's
     usage statistics are off unless the environment already sets them. An exception raised in
-    the ServerApp is raised here."""
+    the ServerApp is raised here.
+
+    Flower 1.42 marks ``run_simulation`` deprecated in favour of ``flwr run`` (a Flower App
+    directory run by a local SuperLink the CLI starts); ``quiet`` hides that warning with the
+    rest. :class:`RecordingStrategy` uses only the Grid and Strategy API, so a ServerApp run by
+    ``flwr run`` records the same way; ``simulate`` is the in-process path the tests and
+    notebooks use."""
     require_flower()
     if importlib.util.find_spec("ray") is None:
         raise ModuleNotFoundError("Flower's simulation engine needs Ray: install with pip install \"flwr[simulation]\"",
