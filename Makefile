@@ -8,12 +8,12 @@ COMMA := ,
 
 .PHONY: run test bench clean flower
 
-# A fresh environment with the given extras; --no-compile leaves each module to be compiled when
-# it is first imported instead of compiling every installed file up front.
+# A fresh environment with the given extras (pip byte-compiles every installed module: the suite
+# starts many Python processes, and each would otherwise compile what it imports)
 define install
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e ".[$(1)]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[$(1)]"
 endef
 
 $(STAMP): pyproject.toml constraints.txt

@@ -2,8 +2,7 @@ import os
 import sys
 
 # One thread per process for everything the suite starts (subprocesses, notebook kernels):
-# on a busy two-core machine, intra-op thread pools only contend, and a command that took
-# 60 s alone took over 10 minutes.
+# on a busy two-core machine, intra-op thread pools only contend.
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 

@@ -160,9 +160,9 @@ def sine_ratio(quick: bool = False) -> Ratio:
     """FedAWE's sine trajectory, p_i(t) = clip((a sin(2πt/20) + b) p_i, 0, 1), for N = 100 clients
     with base probabilities p_i evenly spaced in [0.1, 0.5] and a = b = 0.5 (chosen here), by
     the method "auto" picks: whole traces, since 100 distinct sequences of period 20 are 2000
-    phase rows, past ``periodic.MAX_PHASE_ROWS`` (the periodic gap sampler, forced, took 0.77 s
-    and 600 MB to build their tables and 47 ms to sample, against 147 ms for whole traces), and
-    every presence drawn by inverting Λ cost a pass per distinct sequence."""
+    phase rows, past ``periodic.MAX_PHASE_ROWS`` (the periodic gap sampler would build a table
+    per row before the first draw), and every presence drawn by inverting Λ would cost a pass per
+    distinct sequence."""
     pattern = Sine.fedawe(np.linspace(0.1, 0.5, 100), 0.5, 0.5)
     return _family_ratio("Monte-Carlo E[tau_max], FedAWE sine (auto)", "Sine.fedawe p_i in [0.1, 0.5], a=b=0.5",
                          pattern, "auto", quick)

@@ -606,8 +606,7 @@ def _resolve(plan: _Plan, drawn: list[_Intervals], count: int, root, first: int)
 def gap_chunk_size(p: np.ndarray, rounds: int) -> int:
     """Replicates per chunk: about 2^20 drawn values. Once freed chunk arrays are reused rather
     than page-faulted in again (``montecarlo._raise_allocator_threshold``), larger chunks pay
-    less per-group overhead: H.8 at T = 2000 took 10.6 ms for 200 replicates against 12.1 ms with
-    2^18 values, and 31 against 47 ms at T = 20 000 (50 replicates); P2 at N = 10^4 the same."""
+    less per-group overhead (``fedverify bench`` times the samplers)."""
     return int(np.clip((1 << 20) // _plan(p, rounds).columns, 1, _WORD_BLOCK))
 
 

@@ -73,8 +73,7 @@ def _raise_allocator_threshold() -> None:
     """Free one 16 MiB block. glibc's malloc hands blocks above a threshold (128 KiB at start)
     back to the system as soon as they are freed, and raises the threshold to the size of such a
     block (up to 32 MiB) once one is freed: afterwards each chunk's arrays reuse memory instead of
-    being page-faulted in again, which took half the time of the gap sampler in a fresh process.
-    Elsewhere it costs one allocation."""
+    being page-faulted in again. Elsewhere it costs one allocation."""
     np.empty(1 << 24, dtype=np.uint8)
 
 

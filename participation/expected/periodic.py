@@ -772,8 +772,8 @@ def periodic_chunk_bytes(laws: PeriodicLaws, count: int) -> int:
 
 
 #: Most (sequence, phase) rows a pattern may have for "auto" and "gaps" to use this sampler: each
-#: row has tables of its own (FedAWE's sine with 100 distinct p_i has 2000 rows and took 4 s to
-#: tabulate; P3 has 10).
+#: row has tables of its own, built before any draw (FedAWE's sine with 100 distinct p_i has 2000
+#: rows; P3 has 10).
 MAX_PHASE_ROWS = 256
 
 
