@@ -295,6 +295,25 @@ def test_flowers_fedavgm_repeats_fedverifys_fedavgm_and_is_judged_against_server
     assert judged.verdict == direct.verdict and judged.algorithm == "fedavgm"
 
 
+@pytest.mark.parametrize("lr, beta, name", [(0.5, 0.8, "fedavgm"), (1.5, 0.0, "fedavg")])
+def test_flowers_server_step_repeats_fedverifys_through_empty_rounds(tmp_path, identity, lr, beta, name):
+    """Rounds 0, 3 and 4 empty: Flower's momentum starts at the first aggregated round and skipped
+    rounds leave x and v alone, as fedverify's engine does; FedAvgM with β = 0 is FedAvg with a
+    server rate."""
+    from flwr.serverapp.strategy import FedAvgM
+
+    problem, mask = _problem(0.3), _trace().mask.copy()
+    mask[[0, 3, 4]] = False
+    strategy = FedAvgM(fraction_evaluate=0.0, server_learning_rate=lr, server_momentum=beta)
+    assert vf.record_header(strategy, eta_l=ETA_L, local_steps=K)["algorithm"] == name
+    trace = participation.Trace(mask)
+    _, path, _, _ = _run_local(tmp_path, problem, trace, strategy=strategy, seed=2)
+    hparams = {"beta": beta} if beta else {}
+    algorithm = algorithms.get(name, eta_l=ETA_L, eta_g=lr, local_steps=K, **hparams)
+    engine = np.stack([st.x.numpy() for st in algorithms.iterate(algorithm, problem, trace, seed=2)])
+    assert np.abs(path - engine).max() < 1e-10 and not np.array_equal(path[-1], path[0])
+
+
 def test_record_header_names_only_the_strategies_fedverify_runs(flower):
     from flwr.serverapp.strategy import FedAvg, FedAvgM, FedProx
 
