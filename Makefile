@@ -8,8 +8,7 @@ COMMA := ,
 
 .PHONY: run test bench clean flower
 
-# A fresh environment with the given extras (pip byte-compiles every installed module: the suite
-# starts many Python processes, and each would otherwise compile what it imports)
+# A fresh environment with the given extras
 define install
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
