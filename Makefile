@@ -29,7 +29,7 @@ flower: $(VENV)/.flower
 run: $(STAMP)
 	$(BIN)/fedverify check
 
-# two worker processes that take over each other's queued tests when idle (the slow tests come last)
+# two worker processes; an idle one takes over tests queued for the other
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal
 
