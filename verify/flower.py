@@ -701,8 +701,8 @@ def simulate(server_app, client_app, num_supernodes: int, *, cpus: int | None = 
     Flower 1.42 marks ``run_simulation`` deprecated in favour of ``flwr run`` (a Flower App
     directory run by a local SuperLink the CLI starts); ``quiet`` hides that warning with the
     rest. :class:`RecordingStrategy` uses only the Grid and Strategy API, which ``flwr run`` gives a
-    ServerApp as well; the tests run it in process and through ``simulate``, not through
-    ``flwr run``."""
+    ServerApp as well: ``examples/flower_app`` in the source tree is a Flower App whose ServerApp
+    records its run, and the tests run it through ``flwr run`` too."""
     require_flower()
     if importlib.util.find_spec("ray") is None:
         raise ModuleNotFoundError("Flower's simulation engine needs Ray: install with pip install \"flwr[simulation]\"",
