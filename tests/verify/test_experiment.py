@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.algorithms.test_data import write_idx_set
-from tests.verify.test_cli import run_module
+from tests.verify.test_cli import run_main, run_module
 from verify import experiment
 
 
@@ -60,7 +60,7 @@ def test_command_on_mnist_format_files(tmp_path):
     (("--alpha", "0"), "--alpha must be > 0"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message):
-    done = run_module("experiment", "fedsum", *args)
+    done = run_main("experiment", "fedsum", *args)
     assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1
 
 
@@ -194,13 +194,13 @@ def test_command_tunes_then_resumes(tmp_path):
     args = ("experiment", "fedsum", "--dataset", "digits", "--limit", "120", "--clients", "4", "--rounds", "2",
             "--local-steps", "1", "--batch", "4", "--algorithms", "fedsum", "--patterns", "P1", "--tune",
             "--record-every", "1", "-o", str(out))
-    done = run_module(*args, timeout=300)
+    done = run_main(*args)
     assert done.returncode == 0, done.stderr
     assert "tuning (eta_0, eta_g) on FedAvg under P1: 4 runs of 2 rounds to go" in done.stderr
     assert done.stdout.count("<- chosen") == 2                         # as it is found, and in the summary
     rows = (out / "tuning.csv").read_text().splitlines()
     assert rows[0] == ",".join(experiment.TUNING_FIELDS) and len(rows) == 5
-    again = run_module(*args, timeout=300)
+    again = run_main(*args)
     assert again.returncode == 0, again.stderr
     assert "0 runs of 2 rounds to go" in again.stderr and "(1 read back from" in again.stderr
     assert "run 1/1: fedsum on P1" in again.stdout and "(read back)" in again.stdout
