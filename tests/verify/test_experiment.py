@@ -85,7 +85,7 @@ def test_check_on_the_cnn_labels_estimated_constants(tmp_path, source, monkeypat
 
     monkeypatch.setattr(verify.commands.check, "build_problem", _small_cnn)
     code = cli.main(["check", "--problem", "cnn-digits", "--algorithms", "fedsum", "--patterns", "P1", "--clients", "4",
-                     "--rounds", "10", "--seeds", "2", "--constants", source, "--no-progress", "-o", str(tmp_path)])
+                     "--rounds", "4", "--seeds", "2", "--constants", source, "--no-progress", "-o", str(tmp_path)])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "estimated constants (L, sigma2, f_star, delta_f)" in out
