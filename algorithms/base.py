@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
 from typing import Any
@@ -25,20 +24,17 @@ from typing import Any
 import torch
 
 from .rounds import Round
+from participation.validation import finite_real, integer
 
 __all__ = ["Algorithm", "Round", "positive_rate", "step_count", "local_sgd", "template"]
 
 
 def positive_rate(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
+    return finite_real(value, name, above=0)
 
 
 def step_count(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
-    return int(value)
+    return integer(value, name)
 
 
 def local_sgd(x: torch.Tensor, problem, r: Round, eta_l: torch.Tensor, local_steps: int,

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import functools
 import gzip
-import numbers
 import struct
 import zlib
 from pathlib import Path
 
 import numpy as np
+from participation.validation import finite_real, integer
 
 __all__ = ["DATASETS", "SEARCH_DIRS", "load", "digits", "dirichlet_partition", "partition",
            "plot_partition"]
@@ -104,8 +104,8 @@ def load(name: str, root=None, split: str = "train", limit: int | None = None) -
         raise ValueError(f"unknown data set {name!r}; choose one of {', '.join(DATASETS)}")
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 1):
-        raise ValueError(f"limit must be None or an integer >= 1, got {limit!r}")
+    if limit is not None:
+        integer(limit, "limit")
     if key == "digits":
         X, y = _load_digits(split)
     elif key == "mnist-5k":
@@ -446,17 +446,14 @@ def partition(labels, n_clients: int, alpha: float, seed=0, min_size: int = 1,
         raise ValueError(f"labels must be a non-empty 1-D integer array, got shape {labels.shape} dtype {labels.dtype}")
     n_clients = _positive_int(n_clients, "n_clients")
     size = _positive_int(samples_per_client, "samples_per_client")
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not np.isfinite(alpha) or alpha <= 0:
-        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    finite_real(alpha, "alpha", above=0)
     if n_clients * size > labels.size:
         raise ValueError(f"samples_per_client={size} is infeasible: {n_clients} clients × {size} > {labels.size} samples")
     return _fixed_size_partition(labels, n_clients, float(alpha), size, np.random.default_rng(seed))
 
 
 def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
+    return integer(value, name)
 
 
 def _fixed_size_partition(labels, n_clients, alpha, size, rng) -> list[np.ndarray]:

@@ -11,7 +11,6 @@ others go on. Round t hands the algorithm a :class:`~algorithms.rounds.Round`.
 """
 from __future__ import annotations
 
-import numbers
 from typing import Iterator
 
 import numpy as np
@@ -25,6 +24,7 @@ from .history import History
 from .noise import NoiseStream
 from .rounds import Round, run_of
 from .schedules import checked_factor, local_rate_factor
+from participation.validation import integer
 
 __all__ = ["run", "run_batch", "iterate", "batch_key"]
 
@@ -185,8 +185,7 @@ def run_batch(algorithms, problem, traces, seeds=0, device=None, x0=None, record
     as in :func:`run`. Each returned History equals that of ``run`` on the same inputs.
     """
     factor = local_rate_factor(local_schedule)
-    if isinstance(record_every, bool) or not isinstance(record_every, numbers.Integral) or record_every < 1:
-        raise ValueError(f"record_every must be an integer ≥ 1, got {record_every!r}")
+    integer(record_every, "record_every")
     batch = _Batch(algorithms, problem, traces, seeds, device, x0, dtype)
     problem, B, T = batch.problem, batch.size, batch.n_rounds
     alg = batch.template

@@ -78,13 +78,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from dataclasses import dataclass
 
 import torch
 
 from . import generator as ggn
 from .base import Algorithm, Round, local_sgd, positive_rate, step_count
+from participation.validation import finite_real, integer
 
 __all__ = ["LOGIT", "LOGITState", "ALGORITHMS", "SURROGATES", "GENERATOR_KEY", "unavailable"]
 
@@ -135,9 +135,7 @@ def _choice(value, allowed, name):
 
 
 def _nonnegative(value, name) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number ≥ 0, got {value!r}")
-    return float(value)
+    return finite_real(value, name, at_least=0)
 
 
 @dataclass(frozen=True, repr=False)
@@ -179,8 +177,7 @@ class LOGIT(Algorithm):
         if self.clip is not None:
             object.__setattr__(self, "clip", positive_rate(self.clip, "clip"))
         object.__setattr__(self, "weight_decay", _nonnegative(self.weight_decay, "weight_decay"))
-        if isinstance(self.warmup, bool) or not isinstance(self.warmup, numbers.Integral) or self.warmup < 0:
-            raise ValueError(f"warmup must be an integer ≥ 0, got {self.warmup!r}")
+        integer(self.warmup, "warmup", 0)
         if not isinstance(self.residual, bool):
             raise ValueError(f"residual must be True or False, got {self.residual!r}")
         if self.local_steps >= GENERATOR_KEY:

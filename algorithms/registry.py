@@ -23,7 +23,7 @@ from .fedavg import FedAvg
 from .fedsum import FedSUM, FedSUMB, FedSUMCR
 from .scaffold import Scaffold
 
-__all__ = ["get", "names", "register", "load_plugin", "ENTRY_POINT_GROUP"]
+__all__ = ["get", "names", "algorithm_class", "register", "load_plugin", "ENTRY_POINT_GROUP"]
 
 _REGISTRY: dict[str, type[Algorithm]] = {}
 
@@ -133,6 +133,16 @@ def names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
+def algorithm_class(name: str) -> type[Algorithm]:
+    """The class registered under ``name`` (an installed entry point's included)."""
+    key = _key(name)
+    if key not in _REGISTRY:
+        _load_entry_points()
+    if key not in _REGISTRY:
+        raise ValueError(f"unknown algorithm {name!r}; choose from {', '.join(_REGISTRY)}")
+    return _REGISTRY[key]
+
+
 def get(name: str, **hparams) -> Algorithm:
     """The algorithm ``name`` with its hyper-parameters.
 
@@ -144,12 +154,8 @@ def get(name: str, **hparams) -> Algorithm:
     ``beta``/``nu``/``schedule`` for fedgm). An unknown name or hyper-parameter, or a bad
     value, is a ValueError that names it.
     """
+    cls = algorithm_class(name)
     key = _key(name)
-    if key not in _REGISTRY:
-        _load_entry_points()
-    if key not in _REGISTRY:
-        raise ValueError(f"unknown algorithm {name!r}; choose from {', '.join(_REGISTRY)}")
-    cls = _REGISTRY[key]
     allowed = {f.name for f in fields(cls)}
     unknown = sorted(set(hparams) - allowed)
     if unknown:

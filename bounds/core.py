@@ -46,6 +46,7 @@ from typing import Mapping
 
 import numpy as np
 import sympy as sp
+from participation.validation import integer
 
 
 @dataclass(frozen=True)
@@ -586,10 +587,9 @@ def probability(value, name: str) -> float:
 
 def count(value, name: str, minimum: int = 1) -> int:
     """An integer ≥ ``minimum`` that float64 can hold (at most 1.8e308: every count enters a formula)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
+    value = integer(value, name, minimum)
     _to_float(value, name)
-    return int(value)
+    return value
 
 
 @dataclass(frozen=True)

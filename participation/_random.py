@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from .validation import integer
 
 #: Rounds (or epochs) per keyed draw unit. Changing it changes every sampled trace.
 BLOCK = 256
@@ -30,8 +31,7 @@ def seed_sequence(seed) -> np.random.SeedSequence:
     if isinstance(seed, np.random.Generator):
         return np.random.SeedSequence(int(seed.integers(0, 2**63)) << 64 | int(seed.integers(0, 2**63)))
     if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
-        if seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed}")
+        integer(seed, "seed", 0)
         return np.random.SeedSequence(int(seed))
     raise ValueError(f"seed must be None, a non-negative int, a numpy Generator or SeedSequence, got {seed!r}")
 

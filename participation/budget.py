@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import math
 import os
+from .validation import quote
 
 __all__ = ["ENV_MEMORY", "memory_limit", "require_memory", "human_bytes", "human_seconds"]
 
 #: Environment variable holding the memory limit in gigabytes (2^30 bytes).
 ENV_MEMORY = "FEDVERIFY_MEMORY_GB"
-_QUOTE_CHARS = 40
-
-
-def _quote(text: str) -> str:
-    return repr(text[:_QUOTE_CHARS]) + ("…" if len(text) > _QUOTE_CHARS else "")
 
 
 def positive_setting(name: str, unit: str) -> float | None:
@@ -31,9 +27,9 @@ def positive_setting(name: str, unit: str) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"{name} must be a number of {unit}, got {_quote(text)}") from None
+        raise ValueError(f"{name} must be a number of {unit}, got {quote(text)}") from None
     if not value > 0 or not math.isfinite(value):
-        raise ValueError(f"{name} must be a positive number of {unit}, got {_quote(text)}")
+        raise ValueError(f"{name} must be a positive number of {unit}, got {quote(text)}")
     return value
 
 

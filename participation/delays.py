@@ -20,6 +20,7 @@ from typing import Iterable
 import numpy as np
 
 from .trace import Trace, as_mask
+from .validation import integer
 
 _ALL_ONES = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 
@@ -137,8 +138,7 @@ class DelayStream:
     """
 
     def __init__(self, n_clients: int, *, keep_tau: bool = False):
-        if not isinstance(n_clients, (int, np.integer)) or n_clients < 1:
-            raise ValueError(f"n_clients must be a positive integer, got {n_clients!r}")
+        n_clients = integer(n_clients, "n_clients")
         self.n_clients = int(n_clients)
         self.rounds = 0
         self.tau_max = 0

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -69,8 +68,8 @@ import numpy as np
 from ._random import seed_sequence
 from .markov import estimate as _estimate_markov
 from .patterns import Bernoulli, Markov, Pattern
-from .patterns.base import check_count
 from .trace import as_mask
+from .validation import integer
 
 __all__ = [
     "AbsenceRuns", "absence_runs", "complete_run_counts", "expected_run_counts", "PinnedClients",
@@ -178,7 +177,7 @@ def expected_run_counts(a, b, pi, rounds: int) -> np.ndarray:
     E_0 = 0. Independent Bernoulli(p) participation is a = p, b = 1 − p, π = p. ``a``,
     ``b``, ``pi`` broadcast; the result has their shape + (T,).
     """
-    rounds = check_count(rounds, "rounds")
+    rounds = integer(rounds, "rounds")
     a, b, pi = (np.asarray(v, dtype=float)[..., None] for v in (a, b, pi))
     k = np.arange(rounds, dtype=float)
     starts = (1.0 - pi) + pi * b * np.maximum(0.0, rounds - 1.0 - k)
@@ -270,7 +269,7 @@ def _bootstrap_fit(mask, law, pattern, refit_law, reps, seed, method) -> RunLeng
     ``pattern``, each refitted by ``refit_law(batch) -> law (reps, N, T)``."""
     counts = complete_run_counts(mask)
     observed = _observed_fit(counts, law, _trailing(mask), method)
-    reps = check_count(reps, "reps")
+    reps = integer(reps, "reps")
     root = seed_sequence(seed)  # once: a Generator seed is consumed here, not per chunk
     rounds, n = mask.shape
     exceed = np.zeros(n, dtype=np.int64)
@@ -312,7 +311,7 @@ class PinnedClients(Pattern):
     always: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def __post_init__(self):
-        n = check_count(self.n_clients, "n_clients")
+        n = integer(self.n_clients, "n_clients")
         free = np.asarray(self.free, dtype=np.int64).reshape(-1)
         always = np.asarray(self.always, dtype=np.int64).reshape(-1)
         both = np.concatenate([free, always])
@@ -648,8 +647,7 @@ def fit_periodic(trace, period: int, *, active: str = "agreement") -> PeriodicFi
 
     mask = as_mask(trace, what="trace")
     rounds, n = mask.shape
-    if not isinstance(period, numbers.Integral) or isinstance(period, bool) or period < 1:
-        raise ValueError(f"period must be a positive integer, got {period!r}")
+    period = integer(period, "period")
     period = int(period)
     if active not in ("agreement", "rate"):
         raise ValueError(f"active must be 'agreement' or 'rate', got {active!r}")
@@ -749,7 +747,7 @@ def compare_fits(trace, fits, reps: int = 1000, seed=0) -> FitComparison:
 
     mask = as_mask(trace, what="trace")
     rounds, n = mask.shape
-    reps = check_count(reps, "reps")
+    reps = integer(reps, "reps")
     items = list(fits.items()) if isinstance(fits, Mapping) else [(f.name, f) for f in fits]
     rows = []
     for name, fit in items:

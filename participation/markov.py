@@ -29,6 +29,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from .trace import as_mask
+from .validation import integer
 
 __all__ = [
     "two_state",
@@ -500,8 +501,7 @@ def mixing_lag(t, C_P=None, H=None, lam_P=None, T_P: int = 0, *, log_C_P=None):
     lam_P = float(lam_P)
     if not 0.0 < lam_P < 1.0:
         raise ValueError(f"lam_P must lie in (0, 1), got {lam_P}")
-    if not isinstance(T_P, numbers.Integral) or isinstance(T_P, bool) or T_P < 0:
-        raise ValueError(f"T_P must be an integer >= 0, got {T_P!r}")
+    integer(T_P, "T_P", 0)
     t_arr = np.asarray(t)
     if not (np.issubdtype(t_arr.dtype, np.integer) or (np.issubdtype(t_arr.dtype, np.floating) and np.all(t_arr == np.round(t_arr)))):
         raise ValueError(f"t must be an integer round index >= 1, got {t!r}")

@@ -40,6 +40,7 @@ import numpy as np
 
 from .budget import ENV_MEMORY, human_bytes, memory_limit, require_memory  # noqa: F401  (re-exported)
 from .files import atomic_write, strict_json
+from .validation import integer, quote
 
 _FORMAT = "fedverify-trace"
 _VERSION = 1
@@ -50,22 +51,6 @@ _MAX_DEFLATE_RATIO = 1100
 #: Peak bytes per byte of a JSON file while ``json`` parses it (a list of small ints or of
 #: empty lists costs up to about 21 bytes of Python objects per byte of text).
 _JSON_BYTES_PER_BYTE = 24
-#: A quoted value in an error message is cut to this many characters.
-_QUOTE_CHARS = 40
-
-
-def _quote(value, limit: int = _QUOTE_CHARS) -> str:
-    """``repr(value)`` for an error message, cut to about ``limit`` characters + "…" (a file's
-    1 MB entry must not become a 1 MB error line)."""
-    if isinstance(value, str):
-        return repr(value[:limit]) + ("…" if len(value) > limit else "")
-    try:
-        text = repr(value)
-    except ValueError:                     # an int too long to print
-        return f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
 def _read_only(array: np.ndarray) -> np.ndarray:
     array = np.ascontiguousarray(array)
     array.flags.writeable = False
@@ -120,7 +105,7 @@ class Trace:
     @classmethod
     def from_sets(cls, sets: Iterable[Iterable[int]], n_clients: int) -> "Trace":
         """Build a trace from ``sets[t]`` = ids of the active clients in round ``t``."""
-        n_clients = _positive_int(n_clients, "n_clients")
+        n_clients = integer(n_clients, "n_clients")
         try:
             sets = list(sets)
         except TypeError:
@@ -261,14 +246,14 @@ class Trace:
         it is, without opening it.
         """
         if n_clients is not None:
-            n_clients = _positive_int(n_clients, "n_clients")
+            n_clients = integer(n_clients, "n_clients")
         if isinstance(path, str) and not path.strip():
             raise ValueError("the trace path is empty")
         path = Path(path)
         suffix = path.suffix.lower()
         readers = {".npz": _load_npz, ".csv": _load_csv, ".json": _load_json}
         if suffix not in readers:
-            raise ValueError(f"unknown trace format {_quote(path.suffix)}: use .npz, .csv or .json")
+            raise ValueError(f"unknown trace format {quote(path.suffix)}: use .npz, .csv or .json")
         size = regular_file_size(path)
         try:
             trace = readers[suffix](path, n_clients, size)
@@ -309,22 +294,22 @@ def regular_file_size(path, what: str = "trace file") -> int:
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        raise ValueError(f"{what} {_quote(str(path))} does not exist") from None
+        raise ValueError(f"{what} {quote(str(path))} does not exist") from None
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise ValueError(f"{what} {_quote(str(path))} is a loop of symbolic links") from None
+            raise ValueError(f"{what} {quote(str(path))} is a loop of symbolic links") from None
         if err.errno == errno.ENOTDIR:
-            raise ValueError(f"{what} {_quote(str(path))} does not exist (a part of its path is a file, "
+            raise ValueError(f"{what} {quote(str(path))} does not exist (a part of its path is a file, "
                              "not a folder)") from None
-        raise ValueError(f"{what} {_quote(str(path))} cannot be read ({err.strerror or type(err).__name__})") \
+        raise ValueError(f"{what} {quote(str(path))} cannot be read ({err.strerror or type(err).__name__})") \
             from None
     except ValueError:                     # an embedded NUL character
-        raise ValueError(f"{what} path {_quote(str(path))} is not a valid path") from None
+        raise ValueError(f"{what} path {quote(str(path))} is not a valid path") from None
     for test, kind in _FILE_KINDS:
         if test(info.st_mode):
-            raise ValueError(f"{what} {_quote(str(path))} is {kind}, not a regular file")
+            raise ValueError(f"{what} {quote(str(path))} is {kind}, not a regular file")
     if not stat.S_ISREG(info.st_mode):
-        raise ValueError(f"{what} {_quote(str(path))} is not a regular file")
+        raise ValueError(f"{what} {quote(str(path))} is not a regular file")
     if info.st_size > memory_limit():
         require_memory(info.st_size, f"reading {what} {path.name} ({info.st_size} bytes)")
     return info.st_size
@@ -355,12 +340,6 @@ def _require_cells(path: Path, rounds: int, n: int, nbytes: float, what: str = "
         raise _Refusal(f"cannot read trace {path.name}: {err}") from None
 
 
-def _positive_int(value, name: str) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def _check_npz_headers(path: Path) -> dict:
     """Declared (shape, dtype) of every member, read from the headers before ``np.load``
     allocates anything; members whose declared array is larger than the archive can hold
@@ -372,13 +351,13 @@ def _check_npz_headers(path: Path) -> dict:
                 version = np.lib.format.read_magic(member)
                 readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
                 if version not in readers:
-                    raise ValueError(f"member {_quote(info.filename)} uses unsupported .npy version {version}")
+                    raise ValueError(f"member {quote(info.filename)} uses unsupported .npy version {version}")
                 shape, _, dtype = readers[version](member)
             if dtype.hasobject:
-                raise ValueError(f"member {_quote(info.filename)} holds Python objects")
+                raise ValueError(f"member {quote(info.filename)} holds Python objects")
             nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
             if nbytes > info.file_size or info.file_size > _MAX_DEFLATE_RATIO * max(info.compress_size, 1) + 1024:
-                raise ValueError(f"member {_quote(info.filename)} declares {nbytes} bytes that the archive does not hold")
+                raise ValueError(f"member {quote(info.filename)} declares {nbytes} bytes that the archive does not hold")
             name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
             declared[name] = (tuple(int(v) for v in shape), dtype, nbytes)
     return declared
@@ -394,17 +373,17 @@ def _load_npz(path: Path, n_clients, size: int) -> Trace:
     if set(declared) != expected and plain is not None:
         shape, dtype, nbytes = declared[plain]
         if len(shape) != 2:
-            raise ValueError(f"array {_quote(plain)} must have shape (rounds, n_clients), got shape {shape}")
+            raise ValueError(f"array {quote(plain)} must have shape (rounds, n_clients), got shape {shape}")
         _expect_clients(path, shape[1], n_clients)
         # the array as stored, and for integers the comparisons that validate it and the bool copy
         work = nbytes + (0 if dtype == np.bool_ else 3 * math.prod(shape))
-        _require_cells(path, shape[0], shape[1], work, f"array {_quote(plain)}")
+        _require_cells(path, shape[0], shape[1], work, f"array {quote(plain)}")
         with np.load(path, allow_pickle=False) as data:
             mask = data[plain]
-        return _owned(as_mask(mask, what=f"array {_quote(plain)}"))
+        return _owned(as_mask(mask, what=f"array {quote(plain)}"))
     if set(declared) != expected:
         raise ValueError(f"expected a 'mask' array or the arrays {sorted(expected)}, found "
-                         f"{_quote(sorted(declared), 200)}")
+                         f"{quote(sorted(declared), 200)}")
     for name in ("format", "version", "shape"):
         if declared[name][2] > 1024:
             raise ValueError(f"member {name!r} of {declared[name][2]} bytes is too large for a header field")
@@ -413,7 +392,7 @@ def _load_npz(path: Path, n_clients, size: int) -> Trace:
             raise ValueError("not a fedverify trace (format/version mismatch)")
         shape = data["shape"]
         if shape.shape != (2,) or not np.issubdtype(shape.dtype, np.integer) or (shape < 1).any():
-            raise ValueError(f"invalid stored shape {_quote(shape.tolist())}")
+            raise ValueError(f"invalid stored shape {quote(shape.tolist())}")
         rounds, n = (int(v) for v in shape)
         _expect_clients(path, n, n_clients)
         bits_shape, bits_dtype, bits_bytes = declared["bits"]
@@ -549,7 +528,7 @@ def _csv_row_error(t: int, line: str, width: int):
         raise ValueError(f"row {t} has {len(row)} entries, row 0 has {width}")
     for value in row:
         if value.strip(_CSV_BLANKS.decode()) not in ("0", "1"):
-            raise ValueError(f"row {t}: entry {_quote(value.strip())} is not 0 or 1")
+            raise ValueError(f"row {t}: entry {quote(value.strip())} is not 0 or 1")
     raise ValueError(f"row {t} is not a row of 0/1 entries")
 
 
@@ -581,10 +560,9 @@ def _load_json(path: Path, n_clients, size: int) -> Trace:
         raise ValueError(f'no "version": a {_FORMAT} JSON needs "version": {_VERSION}')
     version = doc["version"]
     if isinstance(version, bool) or not isinstance(version, int) or version != _VERSION:
-        raise ValueError(f"version {_quote(version)} is not supported: this fedverify reads version {_VERSION}")
+        raise ValueError(f"version {quote(version)} is not supported: this fedverify reads version {_VERSION}")
     n = doc.get("n_clients")
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n_clients must be a positive integer, got {_quote(n)}")
+    n = integer(n, "n_clients")
     _expect_clients(path, n, n_clients)
     return _from_id_lists(path, _id_lists(doc.get("active")), n)
 
@@ -604,9 +582,9 @@ def _from_id_lists(path: Path, sets: list, n_clients: int) -> Trace:
     for t, ids in enumerate(sets):
         for i in ids:
             if type(i) is not int:             # JSON gives int, float, str, bool, list, dict or None
-                raise ValueError(f"round {t}: client id {_quote(i)} is not an integer")
+                raise ValueError(f"round {t}: client id {quote(i)} is not an integer")
             if not 0 <= i < n_clients:
-                raise ValueError(f"round {t}: client id {_quote(i)} is outside [0, {n_clients})")
+                raise ValueError(f"round {t}: client id {quote(i)} is outside [0, {n_clients})")
         if ids:
             row = np.array(ids, dtype=np.int64)
             if np.unique(row).size != row.size:

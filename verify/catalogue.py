@@ -1,5 +1,5 @@
 """What the commands and the sweep share: the built-in problems, the preset names and their
-scaling to N clients, trace files as patterns, the algorithm names and the defaults.
+scaling to N clients, trace files as patterns and the defaults.
 
 Importing it is cheap (no numpy, torch or sympy at import), so that ``--help`` can show
 these names at once.
@@ -33,12 +33,6 @@ MC_METHODS = ("auto", "trace", "gaps", "shifts", "epochs", "subsets", "cycles")
 
 
 EXPERIMENT_ROUNDS = 30
-
-
-#: Every built-in algorithm name (``algorithms.names()`` without importing torch, so that
-#: ``--help`` answers at once; a test keeps the two equal).
-ALGORITHM_NAMES = ("fedavg", "fedsum-b", "fedsum", "fedsum-cr", "scaffold", "fedgm", "fedavgm", "fednag", "qhm",
-                   "fedgm-autonomous", "cafed", "cafed-unbiased", "mifa", "fedvarp", "fedau", "fedawe", "logit")
 
 
 DEFAULT_CLIENTS = 20
@@ -117,22 +111,19 @@ def build_problem(name: str, n_clients: int):
     return builders[name]()
 
 
-PRESET_ALIASES = {"p1": "P1", "p2": "P2", "p3": "P3", "h8": "H8", "biased": "H8"}
-
-
 def is_trace_file(text: str) -> bool:
-    from participation.patterns import preset_names
+    from participation.patterns import preset_aliases, preset_names
 
-    if text in preset_names() or text in PRESET_ALIASES:
+    if text in preset_names() or text in preset_aliases():
         return False
     return Path(text).suffix.lower() in TRACE_SUFFIXES or Path(text).exists()
 
 
 def scaled_preset(name: str, n_clients: int):
     """Preset ``name`` with ``n_clients`` clients (and S = N/5 per round where it samples S)."""
-    from participation.patterns import preset, preset_names
+    from participation.patterns import preset, preset_aliases, preset_names
 
-    if name not in preset_names() and name not in PRESET_ALIASES:
+    if name not in preset_names() and name not in preset_aliases():
         raise ValueError(f"unknown pattern {name!r}: not a preset ({', '.join(preset_names())}) "
                          f"nor a trace file ({', '.join(TRACE_SUFFIXES)})")
     try:
@@ -163,7 +154,10 @@ def resolve_patterns(texts, n_clients) -> list[tuple[str, object]]:
 
 
 def canonical(name: str) -> str:
-    return PRESET_ALIASES.get(name, name)
+    """The preset's own name for ``name`` when it is an alias ("p1" → "P1"); else ``name``."""
+    from participation.patterns import preset_aliases
+
+    return preset_aliases().get(name, name)
 
 
 def trace_clients(path: str) -> int:
@@ -180,19 +174,3 @@ def trace_clients(path: str) -> int:
 def split_names(values) -> list[str]:
     """Names given as separate words or comma-separated."""
     return [name for value in values for name in value.split(",") if name.strip()]
-
-
-def exact_or_none(function, pattern, rounds):
-    try:
-        return function(pattern, rounds)
-    except ValueError:
-        return None
-
-
-def paper_bound_or_none(pattern, rounds):
-    from participation.expected import paper_tau_max_bound
-
-    try:
-        return paper_tau_max_bound(pattern, rounds).value
-    except ValueError:
-        return None

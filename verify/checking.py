@@ -29,6 +29,7 @@ from .theorems.contract import Setup, Theorem
 from .theorems.delay import STEP_MODES, BoundSpec, bound_spec
 from .theorems.runner import run_plans
 from .verdicts import CheckResult, confidence_limits, distinct_seeds, verdict
+from participation.validation import integer
 
 __all__ = ["check", "check_many", "CallError", "CheckResult", "verdict", "confidence_limits", "resolve_bound", "resolve_theorem",
            "covered_algorithms"]
@@ -95,9 +96,7 @@ def _seeds(seeds) -> tuple[int, ...]:
 
 
 def _count(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
-    return int(value)
+    return integer(value, name, minimum)
 
 
 class _Builder:

@@ -30,13 +30,13 @@ exact and estimates the others:
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from bounds import Constants
+from participation.validation import integer
 
 __all__ = ["Quantity", "EstimatedConstants", "estimate_constants", "hessian_spectral_norms"]
 
@@ -246,9 +246,7 @@ def _smallest_curvature(problem, x: torch.Tensor, method: str = "differences") -
 
 
 def _count(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
-    return int(value)
+    return integer(value, name, minimum)
 
 
 def _known(problem, use_exact: bool) -> tuple[dict, dict]:

@@ -32,6 +32,7 @@ from participation import Trace
 from . import strategies as vst
 from .checking import CheckResult, check, resolve_bound, resolve_theorem
 from .constants import estimate_constants
+from participation.validation import integer
 
 __all__ = ["conformance", "ConformanceResult"]
 
@@ -72,9 +73,7 @@ class _Counterexample(Exception):
 
 
 def _count(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
-    return int(value)
+    return integer(value, name, minimum)
 
 
 def _seed_cases(n_clients, rounds, theorem: str, local_steps: int) -> list[tuple]:

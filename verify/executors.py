@@ -43,6 +43,7 @@ import weakref
 from concurrent.futures import Executor, InvalidStateError, ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
 from typing import Iterator, Sequence
+from participation.validation import integer
 
 __all__ = ["open_executor", "default_processes", "local_processes", "LocalPool", "dask_executor", "stop"]
 
@@ -312,8 +313,8 @@ def open_executor(processes: int | None = None, scheduler: str | None = None, wo
     if len(given) > 1:
         raise ValueError(f"choose one of processes, scheduler, workers; got {', '.join(given)}")
     for name, value in (("processes", processes), ("workers", workers)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if value is not None:
+            integer(value, name)
     if scheduler is not None or workers is not None:
         with dask_executor(scheduler, workers) as executor:
             yield executor

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from .report import figure, number, save_figure, write_csv, write_json
+from participation.validation import integer
 
 ALGORITHMS = ("fedsum", "fedsum-cr", "fedavg", "fedau", "fedawe", "fedvarp", "mifa", "scaffold")
 PATTERNS = ("P1", "P2", "P3")
@@ -116,8 +117,7 @@ def check_batch(batch_size: int, n_samples: int, n_clients: int, dataset: str, i
 
     from .budget import human_bytes, require_memory
 
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"the mini-batch must be a positive integer, got {batch_size!r}")
+    integer(batch_size, "the mini-batch")
     if batch_size > n_samples:
         raise ValueError(f"the mini-batch of {batch_size} (--batch) is larger than the {n_samples} training samples")
     floats = _activations_per_sample(models, dataset, tuple(int(s) for s in image_shape))

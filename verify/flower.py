@@ -110,6 +110,7 @@ import warnings
 from collections.abc import Callable, Mapping
 
 import numpy as np
+from participation.validation import finite_real, integer
 
 #: The one line a missing Flower gives.
 INSTALL_HINT = 'install with pip install "fedverify[flower]"'
@@ -426,11 +427,8 @@ def record_header(strategy, *, eta_l: float, local_steps: int) -> dict:
     require_flower()
     from flwr.serverapp.strategy import FedAvg, FedAvgM
 
-    for name, value in (("eta_l", eta_l),):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    if isinstance(local_steps, bool) or not isinstance(local_steps, numbers.Integral) or local_steps < 1:
-        raise ValueError(f"local_steps must be an integer ≥ 1, got {local_steps!r}")
+    finite_real(eta_l, "eta_l", above=0)
+    integer(local_steps, "local_steps")
     steps = {"eta_l": float(eta_l), "eta_g": 1.0}
     kind = type(strategy)
     if kind is FedAvgM:

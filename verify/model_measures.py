@@ -35,12 +35,11 @@ round t, ahead of the clients' local steps.
 from __future__ import annotations
 
 import contextlib
-import math
-import numbers
 from collections.abc import Iterable, Mapping, Sized
 
 import numpy as np
 import torch
+from participation.validation import finite_real
 
 __all__ = ["ModelMeasure", "StepWeightedAverage"]
 
@@ -257,8 +256,7 @@ class StepWeightedAverage:
 
     def add(self, model_or_params, eta: float) -> None:
         """Add x_t (a module's trainable parameters, or their values) with weight η_t > 0."""
-        if isinstance(eta, bool) or not isinstance(eta, numbers.Real) or not math.isfinite(eta) or eta <= 0:
-            raise ValueError(f"eta must be a finite number > 0, got {eta!r}")
+        finite_real(eta, "eta", above=0)
         x = _flat(model_or_params)
         if self._weighted is not None and x.shape != self._weighted.shape:
             raise ValueError(f"the model has {x.size} parameters, the average {self._weighted.size}")

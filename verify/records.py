@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from participation.files import strict_json
+from participation.validation import integer
 
 __all__ = ["RunRecord", "RunRecorder", "load_record", "FORMAT", "VERSION", "READS", "SCHEMA_PATH", "PER_CLIENT",
            "PER_ROUND", "CONSTANTS", "AVAILABILITY", "record_from_history", "availability_of",
@@ -152,15 +153,13 @@ def check_header(header, path=None) -> dict:
     if type(header.get("version")) is not int or header.get("version") not in READS:
         raise ValueError(f"{where}: version {header.get('version')!r} is not supported (this fedverify reads "
                          f"{', '.join(map(str, READS))})")
-    n = header.get("n_clients")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{where}: n_clients must be an integer ≥ 1, got {n!r}")
+    n = integer(header.get("n_clients"), f"{where}: n_clients")
     for key, kind in _HEADER_OPTIONAL.items():
         if key in header and header[key] is not None and (
                 not isinstance(header[key], kind) or (kind is int and isinstance(header[key], bool))):
             raise ValueError(f"{where}: {key} has the wrong type ({type(header[key]).__name__})")
-    if "local_steps" in header and header["local_steps"] is not None and header["local_steps"] < 1:
-        raise ValueError(f"{where}: local_steps must be an integer ≥ 1, got {header['local_steps']!r}")
+    if "local_steps" in header and header["local_steps"] is not None:
+        integer(header["local_steps"], f"{where}: local_steps")
     for name, value in (header.get("step_sizes") or {}).items():
         if not _is_number(value) or not math.isfinite(value):
             raise ValueError(f"{where}: step_sizes.{name} must be a finite number, got {value!r}")

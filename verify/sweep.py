@@ -767,17 +767,16 @@ def _final_values(history, problem) -> tuple[float, float | None]:
 def _run_check(cell: Cell) -> dict:
     from participation import Trace
 
-    from .checking import check
-    from .report import check_row, json_row
+    from .jobs import check_cell
 
     c = cell.config
     problem, consts = _problem_and_constants(c["problem"], c["n_clients"])
     source = _check_source(cell)
     rounds = min(c["rounds"], source.n_rounds) if isinstance(source, Trace) else c["rounds"]
     seeds = [c["seed"] * c["runs"] + i for i in range(c["runs"])]
-    result = check(c["algorithm"], problem, source, c["theorem"], seeds=seeds, rounds=rounds,
-                   local_steps=c["local_steps"], constants=consts, confidence=c["confidence"], trace_seed=c["seed"])
-    row = json_row(check_row(result, c["pattern"], c["theorem"], np.empty(0)))
+    result, row = check_cell(c["algorithm"], problem, source, c["theorem"], pattern_label=c["pattern"], seeds=seeds,
+                             rounds=rounds, local_steps=c["local_steps"], constants=consts,
+                             confidence=c["confidence"], trace_seed=c["seed"])
     final_loss, final_accuracy = _final_values(result.first_run, problem)
     flat = {k: row[k] for k in ("tau_max", "tau_avg", "eta_g", "eta_l", "measured", "lower", "upper", "bound",
                                 "ratio", "verdict", "label", "covered", "violated_conditions", "stopped")}
@@ -787,20 +786,18 @@ def _run_check(cell: Cell) -> dict:
 
 
 def _run_monte_carlo(cell: Cell) -> dict:
-    from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo
-
-    from .catalogue import exact_or_none, paper_bound_or_none
+    from .jobs import delay_case
 
     c = cell.config
     pattern = _scaled_pattern(c["pattern"], c["n_clients"])
-    mc = monte_carlo(pattern, c["rounds"], c["reps"], c["seed"], confidence=c["confidence"], progress=False)
-    out = {"n_clients": pattern.n_clients}
-    for name, estimate, exact in (("tau_max", mc.tau_max, exact_tau_max), ("tau_avg", mc.tau_avg, exact_tau_avg)):
+    case = delay_case(pattern, c["rounds"], c["reps"], c["seed"], confidence=c["confidence"], progress=False)
+    out = {"n_clients": case.n_clients}
+    for name in ("tau_max", "tau_avg"):
+        estimate = case.estimates[name]
         out[name] = {"mean": estimate.mean, "stderr": estimate.stderr, "ci_low": estimate.ci_low,
                      "ci_high": estimate.ci_high, "quantiles": {f"{q:g}": v for q, v in estimate.quantiles.items()},
-                     "exact": exact_or_none(exact, pattern, c["rounds"])}
-    # FedSUM App. F bounds E[τ_max], hence E[τ_avg] ≤ E[τ_max] too
-    out["paper_bound"] = paper_bound_or_none(pattern, c["rounds"])
+                     "exact": case.exact[name]}
+    out["paper_bound"] = case.bound["tau_max"]
     return out
 
 

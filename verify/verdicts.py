@@ -17,7 +17,7 @@ from algorithms import History
 from bounds.core import Bound, Condition
 
 __all__ = ["CheckResult", "Judgement", "judge", "noise_free", "diverged", "distinct_seeds", "confidence_limits", "verdict",
-           "rounding_tolerance", "AVERAGE_GRAD_NORM2", "MARKS"]
+           "rounding_tolerance", "AVERAGE_GRAD_NORM2", "AVERAGE_GRAD_NORM2_LATEX", "MARKS"]
 
 #: The marks a verdict may carry, each with the footnote that explains it in a printed table.
 MARKS = {
@@ -31,6 +31,7 @@ MARKS = {
 
 #: The left side of FedSUM's and LOGIT's bounds, the default measured quantity.
 AVERAGE_GRAD_NORM2 = "(1/T) Σ_{t<T} ‖∇f(x_t)‖²"
+AVERAGE_GRAD_NORM2_LATEX = r"\frac{1}{T}\sum_{t=0}^{T-1}\|\nabla f(x_t)\|^2"
 
 
 # ---------------------------------------------------------------------------- statistics

@@ -24,7 +24,6 @@ so no state is shared across clients. Since f is non-convex, the constants are e
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 import torch
@@ -34,6 +33,7 @@ from . import grouped, models
 from .base import ProblemConstants
 from .data import ClientData, ClientDataProblem, digits, dirichlet_partition, synthetic_classification
 from .logistic import _check_batch, _check_nonneg
+from participation.validation import integer
 
 __all__ = ["Classifier"]
 
@@ -45,9 +45,7 @@ _EFFORT = {"mlp": (50, 300, None), "cnn": (10, 0, 64)}
 
 
 def _count(value, name: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
+    return integer(value, name, low)
 
 
 def _as_array(x) -> np.ndarray:

@@ -8,21 +8,19 @@ mixture drawn from a seed.
 """
 from __future__ import annotations
 
-import numbers
 from typing import Sequence
 
 import numpy as np
 import torch
 
 from .base import FederatedProblem
+from participation.validation import finite_real, integer
 
 __all__ = ["digits", "synthetic_classification", "dirichlet_partition", "ClientData"]
 
 
 def _int(value, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
+    return integer(value, name, low)
 
 
 def digits() -> tuple[np.ndarray, np.ndarray]:
@@ -69,8 +67,7 @@ def dirichlet_partition(labels, n_clients: int, alpha: float, seed=0, min_size: 
         raise ValueError(f"labels must be a non-empty 1-D integer array, got shape {labels.shape} dtype {labels.dtype}")
     n_clients = _int(n_clients, "n_clients", 1)
     min_size = _int(min_size, "min_size", 0)
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not np.isfinite(alpha) or alpha <= 0:
-        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    finite_real(alpha, "alpha", above=0)
     if n_clients * min_size > labels.size:
         raise ValueError(f"min_size={min_size} is infeasible: {n_clients} clients × {min_size} > {labels.size} samples")
     rng = np.random.default_rng(seed)

@@ -10,13 +10,13 @@ write a ``FederatedProblem`` whose methods take all clients at once).
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Callable
 
 import numpy as np
 import torch
 
 from .base import FederatedProblem, ProblemConstants
+from participation.validation import integer
 
 __all__ = ["FunctionProblem"]
 
@@ -36,8 +36,7 @@ class FunctionProblem(FederatedProblem):
     def __init__(self, n_clients: int, x0, loss: Callable, grad: Callable | None = None,
                  stochastic_grad: Callable | None = None, *, convex: bool = False,
                  loss_lower_bound: float = -math.inf):
-        if isinstance(n_clients, bool) or not isinstance(n_clients, numbers.Integral) or n_clients < 1:
-            raise ValueError(f"n_clients must be an integer ≥ 1, got {n_clients!r}")
+        integer(n_clients, "n_clients")
         for name, fn in (("loss", loss), ("grad", grad), ("stochastic_grad", stochastic_grad)):
             if fn is not None and not callable(fn):
                 raise ValueError(f"{name} must be a callable, got {fn!r}")

@@ -19,7 +19,6 @@ positions come from the uniforms of the run's noise at (round, step, client)
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 import torch
@@ -27,20 +26,17 @@ import torch.nn.functional as F
 
 from .base import ProblemConstants
 from .data import ClientData, ClientDataProblem, digits, dirichlet_partition, synthetic_classification
+from participation.validation import finite_real, integer
 
 __all__ = ["Logistic"]
 
 
 def _check_nonneg(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
+    return finite_real(value, name, at_least=0)
 
 
 def _check_batch(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {value!r}")
-    return int(value)
+    return integer(value, "batch_size")
 
 
 class Logistic(ClientDataProblem):

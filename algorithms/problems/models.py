@@ -18,9 +18,9 @@ parameters only (no buffers, no running statistics shared across clients).
 """
 from __future__ import annotations
 
-import numbers
 
 from torch import nn
+from participation.validation import integer
 
 __all__ = ["fedsum_cnn", "digits_cnn", "mlp", "cnn", "DATASETS", "IMAGE_SHAPES"]
 
@@ -39,9 +39,7 @@ _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
 def _positive(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
+    return integer(value, name)
 
 
 def _image_size(image_size, dataset: str) -> tuple[int, int]:

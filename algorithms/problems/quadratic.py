@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .base import FederatedProblem, ProblemConstants
+from participation.validation import finite_real, integer
 
 __all__ = ["Quadratic"]
 
@@ -64,8 +65,7 @@ def _validate(A, b, noise_std) -> tuple[np.ndarray, np.ndarray, float]:
         if (low < -1e-10 * scale).any():
             i = int(np.argmin(low))
             raise ValueError(f"A[{i}] is not positive semidefinite (smallest eigenvalue {low[i]:.6g})")
-    if isinstance(noise_std, bool) or not isinstance(noise_std, numbers.Real) or not math.isfinite(noise_std) or noise_std < 0:
-        raise ValueError(f"noise_std must be a finite number ≥ 0, got {noise_std!r}")
+    finite_real(noise_std, "noise_std", at_least=0)
     return A, b, float(noise_std)
 
 
@@ -105,8 +105,7 @@ class Quadratic(FederatedProblem):
         standard normal in R^d and h = ``heterogeneity`` (0: all clients share one optimum).
         ``seed`` is None, an int or a numpy Generator."""
         for value, name in ((n_clients, "n_clients"), (dim, "dim")):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            integer(value, name)
         if isinstance(heterogeneity, bool) or not isinstance(heterogeneity, numbers.Real) or not heterogeneity >= 0:
             raise ValueError(f"heterogeneity must be a number ≥ 0, got {heterogeneity!r}")
         low, high = curvature

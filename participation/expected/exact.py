@@ -19,10 +19,11 @@ import numpy as np
 
 from ..delays import per_round_delay
 from ..patterns import Cyclic, OnOffCycles, Pattern, ReshuffledCyclic, Uniform
-from ..patterns.base import check_count, require_pattern
+from ..patterns.base import require_pattern
 from . import availability, independent, reshuffled, sampling
 from ._budget import require
 from .units import units_of
+from ..validation import integer
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def _walk(pattern: Pattern, rounds, quantity: str, what: str) -> np.ndarray:
     """``quantity`` ("tau_t" or "tau_max_tail") by the first family of ``FAMILIES`` that
     has a formula for it and covers ``pattern``."""
     require_pattern(pattern)
-    rounds = check_count(rounds, "rounds")
+    rounds = integer(rounds, "rounds")
     for family in FAMILIES:
         formula = getattr(family, quantity)
         if formula is None:

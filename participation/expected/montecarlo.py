@@ -20,7 +20,7 @@ from scipy import stats
 from .._random import BLOCK, seed_sequence
 from ..delays import per_round_delay
 from ..patterns import Pattern
-from ..patterns.base import check_count, require_pattern
+from ..patterns.base import require_pattern
 from ..budget import require_memory
 from . import cycles as _cycles
 from . import epochs as _epochs
@@ -31,6 +31,7 @@ from . import shifts as _shifts
 from . import subsets as _subsets
 from . import varying_gaps as _varying_gaps
 from .sampler import CHUNK_CELLS, Sampler
+from ..validation import integer
 
 
 @dataclass(frozen=True)
@@ -310,7 +311,7 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
             raise ValueError("give reps or stderr, not both")
         if isinstance(stderr, bool) or not isinstance(stderr, (int, float)) or not 0 < stderr < float("inf"):
             raise ValueError(f"stderr must be a positive number, got {stderr!r}")
-        max_reps = check_count(max_reps, "max_reps")
+        max_reps = integer(max_reps, "max_reps")
         if max_reps < 2:
             raise ValueError(f"max_reps must be at least 2 (a standard error needs two replicates), got {max_reps}")
         require_memory(RESULT_BYTES * max_reps, f"{max_reps} replicates' τ_max and τ_avg (max_reps)")
@@ -319,7 +320,7 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
                              quantiles=quantiles, keep_samples=keep_samples, progress=progress, method=method)
     if reps is None:
         raise ValueError("give reps (a replicate count) or stderr (a target standard error)")
-    reps = check_count(reps, "reps")
+    reps = integer(reps, "reps")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     quantiles = tuple(float(q) for q in quantiles)
@@ -339,7 +340,7 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
 def _check_rounds(pattern: Pattern, rounds) -> int:
     """``rounds`` checked: a positive integer within the pattern's horizon (as ``sample`` refuses it,
     whichever sampler runs)."""
-    rounds = check_count(rounds, "rounds")
+    rounds = integer(rounds, "rounds")
     horizon = getattr(pattern, "horizon", None)
     if horizon is not None and rounds > horizon:
         raise ValueError(f"this pattern defines probabilities for {horizon} rounds, {rounds} requested")
@@ -360,7 +361,7 @@ def _plan(pattern: Pattern, rounds: int, reps: int, method: str, chunk_size, dev
     require_memory(RESULT_BYTES * reps, f"{reps} replicates' τ_max and τ_avg")
     sampler, law = _choose(pattern, rounds, method, device)
     if chunk_size is not None:
-        size = check_count(chunk_size, "chunk_size")
+        size = integer(chunk_size, "chunk_size")
     else:
         size = sampler.chunk_size(law, rounds, reps)
     largest = min(size, reps)
@@ -377,7 +378,7 @@ def check_monte_carlo(pattern: Pattern, rounds: int, reps: int, *, method: str =
     methods are built, and kept for the run). Returns the method that would run ("auto"
     resolved); a size that cannot fit is a one-line ValueError naming the need and the limit."""
     require_pattern(pattern)
-    rounds, reps = _check_rounds(pattern, rounds), check_count(reps, "reps")
+    rounds, reps = _check_rounds(pattern, rounds), integer(reps, "reps")
     return _plan(pattern, rounds, reps, method, chunk_size, device)[0].method
 
 

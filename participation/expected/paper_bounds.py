@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from ..patterns import Cyclic, IndependentPattern, Pattern, ReshuffledCyclic, Uniform
 from .availability import never_available_clients
 from .units import known_constant, probability_chunks
+from ..validation import integer
 
 
 @dataclass(frozen=True)
@@ -100,9 +100,7 @@ def paper_tau_max_bound(pattern: Pattern, rounds: int) -> PaperBound:
       has positive probability, the lemma's proof does not apply, and a ValueError says so.
     * Deterministic cyclic (Lemma F.4): 2N/S (deterministic).
     """
-    n_rounds = int(rounds)
-    if n_rounds < 1:
-        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    n_rounds = integer(rounds, "rounds")
     never = never_available_clients(pattern, n_rounds)
     if never.size:
         raise ValueError(f"client {int(never[0])} has p = 0: it is never available, so τ_t = t + 1 grows with T without "

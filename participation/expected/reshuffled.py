@@ -112,8 +112,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..patterns import ReshuffledCyclic
-from ..patterns.base import check_count
 from ._budget import require
+from ..validation import integer
 
 __all__ = ["TauMaxLaw", "reshuffled_tau_max_law", "reshuffled_exact_tau_max", "reshuffled_tau_max_tail",
            "reshuffled_tau_max_bound", "epoch_union_bound"]
@@ -138,7 +138,7 @@ def _check(pattern, rounds) -> int:
         raise ValueError(f"pattern must be a ReshuffledCyclic (FedSUM Case 4), got {type(pattern).__name__}")
     if type(pattern)._generate is not ReshuffledCyclic._generate:
         raise ValueError(f"pattern {type(pattern).__name__} overrides ReshuffledCyclic's draw; its law is not Case 4's")
-    return check_count(rounds, "rounds")
+    return integer(rounds, "rounds")
 
 
 def _once_per_epoch(pattern: ReshuffledCyclic) -> bool:

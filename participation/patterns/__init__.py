@@ -8,11 +8,11 @@ from .availability import Diurnal, OnOffCycles, Selected
 from .base import IndependentPattern, Pattern
 from .independent import Bernoulli, BiasedGroups, Sine
 from .markov_availability import Markov
-from .presets import preset, preset_names
+from .presets import preset, preset_aliases, preset_names
 from .replay import Replay
 from .sampling import Cyclic, ReshuffledCyclic, Uniform
 
 __all__ = [
     "Pattern", "IndependentPattern", "Uniform", "Bernoulli", "Cyclic", "ReshuffledCyclic", "Sine",
-    "BiasedGroups", "Markov", "Replay", "OnOffCycles", "Diurnal", "Selected", "preset", "preset_names",
+    "BiasedGroups", "Markov", "Replay", "OnOffCycles", "Diurnal", "Selected", "preset", "preset_aliases", "preset_names",
 ]

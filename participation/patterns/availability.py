@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._random import BLOCK, keyed_uniforms
-from .base import BlockPattern, Pattern, check_count, check_probabilities, frozen_array
+from .base import BlockPattern, Pattern, check_probabilities, frozen_array
 from .sampling import EPOCH_BLOCK, positions_in_order
+from ..validation import finite_real, integer
 
 #: Spawn-key tag of :class:`Selected`'s own draws (its availability keeps the caller's keys).
 _SELECTION_STREAM = 0x5E1EC7
@@ -80,8 +81,8 @@ class OnOffCycles(Pattern):
     phases: np.ndarray | None = None
 
     def __post_init__(self):
-        n = check_count(self.n_clients, "n_clients")
-        period = check_count(self.period, "period")
+        n = integer(self.n_clients, "n_clients")
+        period = integer(self.period, "period")
         object.__setattr__(self, "active", frozen_array(_check_integers(self.active, "active", 0, period, n), dtype=np.int64))
         if self.phases is not None:
             phases = _check_integers(self.phases, "phases", 0, period - 1, n)
@@ -91,7 +92,7 @@ class OnOffCycles(Pattern):
     def from_probability(cls, n_clients: int, period: int, p, phases=None) -> "OnOffCycles":
         """Cycles whose duty cycle approximates p: a_i = round(C·p_i) (halves rounded up),
         p a scalar or per-client array in [0, 1] (p_i = 0: never available)."""
-        period = check_count(period, "period")
+        period = integer(period, "period")
         p = check_probabilities(p, "p", allow_zero=True)
         return cls(n_clients, period, _round_half_up(period * p), phases)
 
@@ -101,9 +102,9 @@ class OnOffCycles(Pattern):
         contiguous groups (sizes differ by at most one; client i is in group ⌊iG/N⌋) and
         group g is available in rounds t with g·R ≤ t mod (G·R) < (g+1)·R, R =
         ``rounds_per_group``."""
-        n = check_count(n_clients, "n_clients")
-        g = check_count(n_groups, "n_groups")
-        r = check_count(rounds_per_group, "rounds_per_group")
+        n = integer(n_clients, "n_clients")
+        g = integer(n_groups, "n_groups")
+        r = integer(rounds_per_group, "rounds_per_group")
         if g > n:
             raise ValueError(f"n_groups={g} exceeds n_clients={n}")
         group = np.arange(n) * g // n
@@ -168,13 +169,12 @@ class Diurnal(BlockPattern):
     day_fraction: float = 0.5
 
     def __post_init__(self):
-        n = check_count(self.n_clients, "n_clients")
-        s = check_count(self.per_round, "per_round")
+        n = integer(self.n_clients, "n_clients")
+        s = integer(self.per_round, "per_round")
         if s > n:
             raise ValueError(f"per_round S={s} exceeds n_clients N={n}")
-        check_count(self.period, "period")
-        if not (isinstance(self.power, numbers.Real) and np.isfinite(self.power) and self.power > 0):
-            raise ValueError(f"power must be a finite number > 0, got {self.power!r}")
+        integer(self.period, "period")
+        finite_real(self.power, "power", above=0)
         if self.shape not in ("linear", "cosine"):
             raise ValueError(f"shape must be 'linear' or 'cosine', got {self.shape!r}")
         if not (isinstance(self.day_fraction, numbers.Real) and 0 <= self.day_fraction <= 1):
@@ -284,7 +284,7 @@ class Selected(Pattern):
     def __post_init__(self):
         if not isinstance(self.availability, Pattern):
             raise ValueError(f"availability must be a Pattern, got {type(self.availability).__name__}")
-        s = check_count(self.per_round, "per_round")
+        s = integer(self.per_round, "per_round")
         if s > self.n_clients:
             raise ValueError(f"per_round S={s} exceeds n_clients N={self.n_clients}")
         if self.rule not in ("uniform", "reshuffled"):

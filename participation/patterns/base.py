@@ -11,19 +11,15 @@ returns a window of it. ``sample(T, s)`` equals ``sample_batch(T, k, s)[0]`` for
 """
 from __future__ import annotations
 
-import numbers
 from abc import ABC, abstractmethod
 
 import numpy as np
 
 from .._random import BLOCK, keyed_uniforms, seed_sequence
 from ..trace import Trace
+from ..validation import integer
 
 
-def check_count(value, name: str, minimum: int = 1) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def check_probabilities(p: np.ndarray, name: str, *, allow_zero: bool = False) -> np.ndarray:
@@ -68,10 +64,10 @@ class Pattern(ABC):
 
     def sample_batch(self, rounds: int, reps: int, seed=None, *, start: int = 0, first_replicate: int = 0) -> np.ndarray:
         """Replicates ``first_replicate ..`` as a bool array ``(reps, rounds, n_clients)``."""
-        rounds = check_count(rounds, "rounds")
-        reps = check_count(reps, "reps")
-        start = check_count(start, "start", minimum=0)
-        first_replicate = check_count(first_replicate, "first_replicate", minimum=0)
+        rounds = integer(rounds, "rounds")
+        reps = integer(reps, "reps")
+        start = integer(start, "start", minimum=0)
+        first_replicate = integer(first_replicate, "first_replicate", minimum=0)
         from ..budget import require_memory
 
         # the traces themselves (a bool per cell), and the uniforms of one block they are drawn from

@@ -5,12 +5,13 @@ Client i joins round t with probability p_i^t, independently across clients and 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Union
 
 import numpy as np
 
-from .base import IndependentPattern, check_count, check_probabilities, frozen_array
+from .base import IndependentPattern, check_probabilities, frozen_array
+from ..validation import integer
 
 ProbabilitySpec = Union[float, np.ndarray, Callable[[int], "float | np.ndarray"]]
 
@@ -33,12 +34,12 @@ class Bernoulli(IndependentPattern):
 
     def __post_init__(self):
         if callable(self.p):
-            object.__setattr__(self, "n_clients", check_count(self.n_clients, "n_clients"))
+            object.__setattr__(self, "n_clients", integer(self.n_clients, "n_clients"))
             return
         p = np.asarray(self.p, dtype=float)
         p = check_probabilities(p, "p", allow_zero=p.ndim <= 1)  # 0: a never-available client
         if p.ndim == 0:
-            n = check_count(self.n_clients, "n_clients (needed with a scalar p)")
+            n = integer(self.n_clients, "n_clients (needed with a scalar p)")
         elif p.ndim in (1, 2):
             n = p.shape[-1]
             if self.n_clients is not None and self.n_clients != n:
@@ -89,7 +90,7 @@ class Sine(IndependentPattern):
     clip_high: float = 1.0
 
     def __post_init__(self):
-        check_count(self.n_clients, "n_clients")
+        integer(self.n_clients, "n_clients")
         base = np.broadcast_to(np.asarray(self.base, dtype=float), (self.n_clients,))
         check_probabilities(base, "base")
         phase = np.broadcast_to(np.asarray(self.phase, dtype=float), (self.n_clients,))
@@ -157,8 +158,8 @@ class BiasedGroups(IndependentPattern):
     step: float = 0.05
 
     def __post_init__(self):
-        check_count(self.n_clients, "n_clients")
-        check_count(self.group_size, "group_size")
+        integer(self.n_clients, "n_clients")
+        integer(self.group_size, "group_size")
         check_probabilities(self.client_probabilities(), "group probability")
 
     def client_probabilities(self) -> np.ndarray:

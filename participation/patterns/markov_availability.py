@@ -9,7 +9,8 @@ import numpy as np
 
 from .. import markov
 from .._random import BLOCK, keyed_uniforms, seed_sequence
-from .base import Pattern, check_count, frozen_array
+from .base import Pattern, frozen_array
+from ..validation import integer
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,7 +41,7 @@ class Markov(Pattern):
                 raise ValueError(f"cluster index {clusters.min()} is negative")
             n = clusters.size
         else:
-            n_chains = max(pi.size, lam.size) if (pi.ndim or lam.ndim) else check_count(self.n_clients, "n_clients (needed with scalar pi and lam)")
+            n_chains = max(pi.size, lam.size) if (pi.ndim or lam.ndim) else integer(self.n_clients, "n_clients (needed with scalar pi and lam)")
             n = n_chains
         if self.n_clients is not None and self.n_clients != n:
             raise ValueError(f"n_clients={self.n_clients} does not match the {n} clients given")
@@ -82,7 +83,7 @@ class Markov(Pattern):
 
         Clients are ordered by type in the order listed; the λ draws use ``seed``.
         """
-        n = check_count(n_clients, "n_clients")
+        n = integer(n_clients, "n_clients")
         if not 0 < g < 0.5:
             raise ValueError(f"g must lie in (0, 1/2), got {g}")
         if weak_draw not in ("paper", "code"):
@@ -108,8 +109,8 @@ class Markov(Pattern):
         """CA-Fed's spatial-correlation setting (§V-B, "CA-Fed with Spatial Correlation"; Fig. 5):
         the first half of the clusters have π = 0.9, λ = 0; cluster c of the second half has
         π = 0.1, λ = c/10. Clients of one cluster are available together."""
-        c = check_count(n_clusters, "n_clusters")
-        check_count(clients_per_cluster, "clients_per_cluster")
+        c = integer(n_clusters, "n_clusters")
+        integer(clients_per_cluster, "clients_per_cluster")
         half = c // 2
         idx = np.arange(c)
         pi = np.where(idx < half, 0.9, 0.1)

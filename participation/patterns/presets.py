@@ -50,6 +50,11 @@ def preset_names() -> dict[str, str]:
     return {name: doc for name, (doc, _) in _PRESETS.items()}
 
 
+def preset_aliases() -> dict[str, str]:
+    """The other spellings ``preset`` accepts, each with the preset's name: {"p1": "P1", ...}."""
+    return dict(_ALIASES)
+
+
 def preset(name: str, **overrides) -> Pattern:
     """A paper's participation setting, e.g. ``preset("P3")`` or ``preset("P1", n_clients=50)``.
 

@@ -11,15 +11,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._random import keyed_uniforms
-from .base import BlockPattern, Pattern, check_count
+from .base import BlockPattern, Pattern
+from ..validation import integer
 
 #: Epochs per keyed draw unit of ``ReshuffledCyclic``.
 EPOCH_BLOCK = 16
 
 
 def _check_sizes(n_clients, per_round):
-    check_count(n_clients, "n_clients")
-    check_count(per_round, "per_round")
+    integer(n_clients, "n_clients")
+    integer(per_round, "per_round")
     if per_round > n_clients:
         raise ValueError(f"per_round S={per_round} exceeds n_clients N={n_clients}")
 

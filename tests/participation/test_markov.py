@@ -580,7 +580,7 @@ def test_mixing_lag_properties(t, log_c, H, lam, T_P):
         ((5, 2.0, 1.0, 1.0), {}, "lam_P must lie in \\(0, 1\\), got 1.0"),
         ((5, -2.0, 1.0, 0.9), {}, "C_P must be a finite number > 0, got -2.0"),
         ((5, 2.0, 0.0, 0.9), {}, "H must be a finite number > 0, got 0.0"),
-        ((5, 2.0, 1.0, 0.9, -1), {}, "T_P must be an integer >= 0, got -1"),
+        ((5, 2.0, 1.0, 0.9, -1), {}, "T_P must be an integer ≥ 0, got -1"),
         ((5, 2.0, 1.0, 0.9), {"log_C_P": 1.0}, "exactly one"),
         ((5, None, 1.0, 0.9), {}, "exactly one"),
         ((2.5, 2.0, 1.0, 0.9), {}, "t must be an integer"),

@@ -230,12 +230,12 @@ def test_subsets_refused_where_it_does_not_apply(pattern, kwargs):
 
 
 @pytest.mark.parametrize("args, kwargs, match", [
-    ((0, 5), {}, "rounds must be an integer >= 1"),
-    ((10, 0), {}, "reps must be an integer >= 1"),
-    ((10, 5), {"chunk_size": 0}, "chunk_size must be an integer >= 1"),
+    ((0, 5), {}, "rounds must be an integer ≥ 1"),
+    ((10, 0), {}, "reps must be an integer ≥ 1"),
+    ((10, 5), {"chunk_size": 0}, "chunk_size must be an integer ≥ 1"),
     ((10, 5), {"confidence": 1.0}, "confidence must lie in"),
     ((10, 5), {"quantiles": (1.5,)}, "quantiles must lie in"),
-    ((10, 5), {"seed": -1}, "seed must be a non-negative integer"),
+    ((10, 5), {"seed": -1}, "seed must be an integer ≥ 0"),
     ((10, 5), {"method": "subset"}, "method must be one of 'auto', 'trace', 'gaps', 'shifts', 'epochs', 'subsets'"),
 ])
 def test_bad_input_still_raises(args, kwargs, match):

@@ -206,7 +206,7 @@ def test_edges():
     (lambda: reshuffled_tau_max_law(Uniform(10, 2), 20), "ReshuffledCyclic"),
     (lambda: reshuffled_exact_tau_max(Uniform(10, 2), 20), "ReshuffledCyclic"),
     (lambda: reshuffled_tau_max_bound(Uniform(10, 2), 20), "ReshuffledCyclic"),
-    (lambda: reshuffled_tau_max_law(ReshuffledCyclic(10, 2), 0), "rounds must be an integer >= 1, got 0"),
+    (lambda: reshuffled_tau_max_law(ReshuffledCyclic(10, 2), 0), "rounds must be an integer ≥ 1, got 0"),
     (lambda: reshuffled_exact_tau_max(ReshuffledCyclic(10, 2), -3), "got -3"),
     (lambda: reshuffled_tau_max_bound(ReshuffledCyclic(10, 2), 2.5), "got 2.5"),
     (lambda: reshuffled_tau_max_law(ReshuffledCyclic(100, 30, "drop"), 400), "remainder='drop'"),

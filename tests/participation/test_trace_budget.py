@@ -197,7 +197,7 @@ def test_a_path_through_a_file_and_an_empty_path(tmp_path):
 @pytest.mark.parametrize("n_clients", [0, -1, 2.5, "3", True])
 def test_n_clients_argument_is_checked(tmp_path, n_clients):
     p = Trace(np.eye(3, dtype=bool)).save(tmp_path / "t.json")
-    assert "n_clients must be a positive integer" in _fails(p, n_clients=n_clients)
+    assert "n_clients must be an integer ≥ 1" in _fails(p, n_clients=n_clients)
 
 
 # --------------------------------------------------------------------------- JSON version and keys
@@ -243,7 +243,7 @@ def test_json_written_by_save_still_loads(tmp_path):
     (".csv", "0,1\n" + "x" * 1_000_000 + ",1\n", "row 1: entry 'xxxx"),
     (".json", json.dumps(_doc(active=[["y" * 1_000_000]])), "round 0: client id 'yyyy"),
     (".json", json.dumps(_doc(version="v" * 1_000_000)), "version 'vvvv"),
-    (".json", json.dumps(_doc(n_clients="n" * 1_000_000)), "n_clients must be a positive integer, got 'nnnn"),
+    (".json", json.dumps(_doc(n_clients="n" * 1_000_000)), "n_clients must be an integer ≥ 1, got 'nnnn"),
     (".json", '{"format": "fedverify-trace", "' + "k" * 1_000_000 + '": 1, "' + "k" * 1_000_000 + '": 2}',
      "key 'kkkk"),
 ])

@@ -402,14 +402,19 @@ def test_help(command):
 # ------------------------------------------------------------------ a newcomer's paths
 
 
-def test_help_lists_every_registered_algorithm():
-    """check --help names the algorithms without importing torch; the static list must
-    stay the registry's."""
+def test_list_algorithms_names_every_registered_algorithm(tmp_path):
+    """check --help points to --list-algorithms, which reads the registry itself (a plugin's
+    algorithm included), one line per name."""
     import algorithms
 
-    assert set(catalogue.ALGORITHM_NAMES) == set(algorithms.names()) - set(_registered_by_tests())
-    result = run_module("check", "--help")
-    assert all(name in result.stdout for name in catalogue.ALGORITHM_NAMES) and "--plugin" in result.stdout
+    assert "--list-algorithms" in run_module("check", "--help").stdout
+    plugin = tmp_path / "my_algorithms.py"
+    plugin.write_text(PLUGIN)
+    listed = run_module("check", "--list-algorithms", "--plugin", str(plugin), cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split()[0] for line in listed.stdout.splitlines()]
+    assert set(names) == set(algorithms.names()) - set(_registered_by_tests()) | {"test-half-step"}
+    assert len(names) == len(set(names)) and all(len(line) <= 130 for line in listed.stdout.splitlines())
 
 
 def _registered_by_tests():

@@ -421,10 +421,10 @@ CHECK_BASE = ["check", "-T", "3", "--seeds", "1", "--algorithms", "fedavg", "--p
 
 def _check_options():
     from algorithms import names
-    from participation.patterns import preset_names
-    from verify.catalogue import PRESET_ALIASES, PROBLEMS
+    from participation.patterns import preset_aliases, preset_names
+    from verify.catalogue import PROBLEMS
 
-    presets = set(preset_names()) | set(PRESET_ALIASES)
+    presets = set(preset_names()) | set(preset_aliases())
     return {
         "--algorithms": st.one_of(st.sampled_from(["", ",", " , "]), _text_not_in(set(names()) | {""})),
         "--patterns": st.one_of(st.sampled_from(BAD_PATHS + ["", ","]),

@@ -150,17 +150,18 @@ def check_plot(path, flag: str = "--plot") -> None:
 def check_path(text, flag: str) -> str:
     """``text`` when it can name a file: refused when empty (an empty path would silently
     mean the current folder) or when it holds a NUL character."""
-    text = str(text)
-    if not text.strip():
-        raise UsageError(f"{flag} is an empty path; give a file or folder name")
-    if "\0" in text:
-        raise UsageError(f"{flag} {_quote(text)} holds a NUL character")
-    return text
+    from participation.validation import path_text
+
+    try:
+        return path_text(text, flag)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
-def _quote(text: str, limit: int = 80) -> str:
-    """``repr(text)`` cut to about ``limit`` characters + "…", for an error line."""
-    return repr(text[:limit]) + ("…" if len(text) > limit else "")
+def _quote(text: str) -> str:
+    from participation.validation import quote
+
+    return quote(text, 80)
 
 
 def load_plugins(specs) -> None:

@@ -17,19 +17,21 @@ PLUGIN_HELP = ("import a module (dotted name) or a .py file that calls algorithm
                "point in the group 'fedverify.algorithms'")
 
 
-def _quote(text: str, limit: int = 40) -> str:
-    """``repr(text)`` cut to ``limit`` characters + "…": a 1 MB argument is not echoed whole."""
-    return repr(text[:limit]) + ("…" if len(text) > limit else "")
+def _quote(text: str) -> str:
+    from participation.validation import quote      # on a bad argument only: --help imports no numpy
+
+    return quote(text)
 
 
 def path(text):
     """A file or folder argument: an empty one is refused (it would silently mean the
     current folder, or be ignored), as is one holding a NUL character."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("the path is empty; give a file or folder name")
-    if "\0" in text:
-        raise argparse.ArgumentTypeError(f"the path {_quote(text)} holds a NUL character")
-    return text
+    from participation.validation import path_text
+
+    try:
+        return path_text(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def positive(kind):

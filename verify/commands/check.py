@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..catalogue import (ALGORITHM_NAMES, CHECK_ALGORITHMS, CONSTANT_SOURCES, DEFAULT_CLIENTS, MAIN_PRESETS, PAPERS,
+from ..catalogue import (CHECK_ALGORITHMS, CONSTANT_SOURCES, DEFAULT_CLIENTS, MAIN_PRESETS, PAPERS,
                          PROBLEMS, DefaultNames, build_problem, is_trace_file, resolve_patterns, split_names,
                          trace_clients)
 from ..usage import UsageError
@@ -33,8 +33,8 @@ to N = {DEFAULT_CLIENTS} clients (S = N/5 per round), T = 500 rounds, K = 5 loca
   cnn-digits          the digits CNN (non-convex): L, σ², f*, Δ_f estimated (about half a
                       minute; --constants problem takes the problem's cheaper estimates at x⁰)
 
-Algorithms (--algorithms; a user's own through --plugin):
-  {', '.join(ALGORITHM_NAMES)}
+Algorithms (--algorithms): --list-algorithms names every one with its paper, the built-in
+ones, a user's own through --plugin and those installed packages declare.
 
 Verdict labels:
   holds*      a hypothesis of the theorem fails at the prescribed step sizes (FedSUM-CR:
@@ -56,8 +56,6 @@ FORMATTER_CLASS = argparse.RawDescriptionHelpFormatter
 
 #: The files ``check`` writes into --output.
 OUTPUT_FILES = ("check.json", "check.csv", "check.png")
-#: The measured quantity whose running mean the figure draws.
-AVERAGE = "(1/T) Σ_{t<T} ‖∇f(x_t)‖²"
 
 
 def _clients(args, patterns) -> int:
@@ -92,7 +90,9 @@ def _curve(result):
     """Running mean (1/t) Σ_{s<t} ‖∇f(x_s)‖² of the first run, when that is the measured quantity; else empty."""
     import numpy as np
 
-    if result.lhs != AVERAGE or result.first_run is None:
+    from ..verdicts import AVERAGE_GRAD_NORM2
+
+    if result.lhs != AVERAGE_GRAD_NORM2 or result.first_run is None:
         return np.zeros(0)
     g = np.asarray(result.first_run.grad_norm2, dtype=float)
     return np.cumsum(g) / np.arange(1, g.size + 1)
@@ -197,6 +197,8 @@ def _needs_admissible_row(result, theorem) -> bool:
 
 def add_arguments(parser) -> None:
     """The options of ``check``."""
+    parser.add_argument("--list-algorithms", action="store_true",
+                        help="print every algorithm name --algorithms takes (with --plugin, the plugin's too) and stop")
     parser.add_argument("--algorithms", nargs="+", default=DefaultNames(CHECK_ALGORITHMS), metavar="NAME",
                         help=f"algorithm names (default: {' '.join(CHECK_ALGORITHMS)} for FedSUM's theorems, else the "
                              "algorithms the theorem covers; all: see above)")
@@ -294,6 +296,23 @@ def compute_rows(args, tables, problem, consts, device, hparams, recorder=None):
     return cells, results, {id(result): more for (_, result), more in zip(wanted, at_admissible)}
 
 
+def algorithm_list() -> str:
+    """One line per registered algorithm: its name and the first paragraph of its class's
+    docstring, on one line and cut to about 100 characters."""
+    import algorithms
+    from algorithms.registry import algorithm_class
+
+    names = algorithms.names()
+    width = max(map(len, names))
+    lines = []
+    for name in names:
+        summary = " ".join((algorithm_class(name).__doc__ or "").strip().split("\n\n")[0].split())
+        if len(summary) > 100:
+            summary = summary[:99].rstrip() + "…"
+        lines.append(f"{name:<{width}}  {summary}".rstrip())
+    return "\n".join(lines)
+
+
 def run(args) -> str:
     from tqdm.auto import tqdm
 
@@ -302,6 +321,8 @@ def run(args) -> str:
                           json_row, plot_checks, write_csv, write_json)
 
     load_plugins(args.plugin)
+    if args.list_algorithms:
+        return algorithm_list()
     tables, device, n_clients, output, hparams = _check_inputs(args)
     from ..budget import require_memory
 

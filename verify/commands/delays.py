@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..catalogue import MAIN_PRESETS, REFERENCE_PRESETS, DefaultNames, exact_or_none
+from ..catalogue import MAIN_PRESETS, REFERENCE_PRESETS, DefaultNames
 from ..usage import UsageError
 from . import announce, announce_mc, arguments, check_plot, require_trace_memory, show_progress, trace_or_presets
 
@@ -125,6 +125,8 @@ def _drivers(mask, ids) -> list[str]:
 
 
 def _exact_or_dash(function, pattern, rounds) -> str:
+    from ..jobs import exact_or_none
+
     value = exact_or_none(function, pattern, rounds)
     return "—" if value is None else f"{value:.3f}"
 

@@ -5,7 +5,7 @@
 interrupt, dying with this process however it ends, and never more of them than replicates."""
 from __future__ import annotations
 
-from ..catalogue import MC_METHODS, exact_or_none, paper_bound_or_none
+from ..catalogue import MC_METHODS
 from ..usage import UsageError
 from . import announce_mc, arguments, check_plot, parse_setting, require_mc_memory, show_progress
 
@@ -27,30 +27,21 @@ def _pattern(name, args):
 
 
 def _mc_case(name, args, executor) -> dict:
-    from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo
-
-    import time
+    from ..jobs import delay_case
 
     pattern = _pattern(name, args)
-    start = time.perf_counter()
+    shared = dict(executor=executor, confidence=args.confidence, keep_samples=bool(args.plot),
+                  progress=show_progress(args), method=args.method)
     if args.stderr is not None:
-        result = monte_carlo(pattern, args.rounds, seed=args.seed, stderr=args.stderr, max_reps=args.max_reps,
-                             executor=executor, confidence=args.confidence,
-                             chunk_size=max(1, 256 // args.workers) if executor else None,
-                             keep_samples=bool(args.plot), progress=show_progress(args), method=args.method)
+        case = delay_case(pattern, args.rounds, seed=args.seed, stderr=args.stderr, max_reps=args.max_reps,
+                          chunk_size=max(1, 256 // args.workers) if executor else None, **shared)
     else:
-        result = monte_carlo(pattern, args.rounds, args.reps, args.seed, executor=executor, confidence=args.confidence,
-                             chunk_size=max(1, args.reps // (4 * args.workers)) if executor else None,
-                             keep_samples=bool(args.plot), progress=show_progress(args), method=args.method)
-    seconds = time.perf_counter() - start
-    bound = paper_bound_or_none(pattern, args.rounds)
-    return {"name": name, "estimates": {"tau_max": result.tau_max, "tau_avg": result.tau_avg},
-            "exact": {"tau_max": exact_or_none(exact_tau_max, pattern, args.rounds),
-                      "tau_avg": exact_or_none(exact_tau_avg, pattern, args.rounds)},
-            # τ_avg ≤ τ_max on every trace, so the paper's E[τ_max] bound bounds E[τ_avg] too
-            "bound": {"tau_max": bound, "tau_avg": bound}, "samples": result.samples, "reps": result.reps,
-            "cells_per_second": result.reps * args.rounds * pattern.n_clients / max(seconds, 1e-9), "seconds": seconds,
-            "method": result.method, "n_clients": pattern.n_clients}
+        case = delay_case(pattern, args.rounds, args.reps, args.seed,
+                          chunk_size=max(1, args.reps // (4 * args.workers)) if executor else None, **shared)
+    return {"name": name, "estimates": case.estimates, "exact": case.exact, "bound": case.bound,
+            "samples": case.samples, "reps": case.reps,
+            "cells_per_second": case.reps * args.rounds * case.n_clients / max(case.seconds, 1e-9),
+            "seconds": case.seconds, "method": case.method, "n_clients": case.n_clients}
 
 
 def _mc_lines(case, args) -> list[str]:

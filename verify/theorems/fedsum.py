@@ -10,13 +10,12 @@ from __future__ import annotations
 from bounds import fedsum as bf
 from participation import patterns
 
+from ..verdicts import AVERAGE_GRAD_NORM2, AVERAGE_GRAD_NORM2_LATEX
 from .contract import Theorem
 from .measures import average_grad_norm2
 
 __all__ = ["THEOREMS", "corollary_g1_for_pattern"]
 
-LHS = "(1/T) Σ_{t<T} ‖∇f(x_t)‖²"
-LHS_LATEX = r"\frac{1}{T}\sum_{t=0}^{T-1}\|\nabla f(x_t)\|^2"
 _STEPS_41 = "FedSUM Thm 4.1's η_g, η_l (eq. (12)) at the trace's τ_max, τ_avg"
 
 
@@ -49,7 +48,7 @@ _TRACE = _BASE + " --tau-max 30 --tau-avg 14.2"
 
 def _theorem(name, bound, covers, expectation, steps, example, assumptions="any problem, any trace or pattern",
              patterns=("P1", "P2", "P3"), formula=None, prescribes_steps=True) -> Theorem:
-    return Theorem(name=f"fedsum.{name}", bound=bound, lhs=LHS, lhs_latex=LHS_LATEX, expectation=expectation,
+    return Theorem(name=f"fedsum.{name}", bound=bound, lhs=AVERAGE_GRAD_NORM2, lhs_latex=AVERAGE_GRAD_NORM2_LATEX, expectation=expectation,
                    covers=covers, steps=steps, plan=None, delay_bound=True, measure=average_grad_norm2,
                    assumptions=assumptions, example=example, patterns=patterns, algorithms=ALGORITHMS, formula=formula,
                    prescribes_steps=prescribes_steps)

@@ -56,6 +56,7 @@ from algorithms.logit import LOGIT, unavailable
 from bounds import logit as bl
 from participation.patterns import Bernoulli
 
+from ..verdicts import AVERAGE_GRAD_NORM2, AVERAGE_GRAD_NORM2_LATEX
 from .contract import Plan, Setup, Theorem
 from .measures import average_grad_norm2, observed_max
 from .search import seeds, space
@@ -315,8 +316,6 @@ def _plan(setup: Setup, *, which: str) -> Plan:
 # ------------------------------------------------------------------------------ the declarations
 
 
-_LHS = "(1/T) Σ_{t<T} ‖∇f(x_t)‖²"
-_LHS_LATEX = r"\frac{1}{T}\sum_{t=0}^{T-1}\|\nabla f(x_t)\|^2"
 _SHARED_NEEDS = {"zeta2": "σ₃² (Assumption 4): given, else the largest max_n ‖∇F_n − ∇f‖² at the runs' iterates",
                  "sigma2_surrogate": "σ₂² (Assumption 3): given, else 0 (deterministic surrogates)"}
 _GENERATOR_NEEDS = {"eps_star": "ε*_{n,t} (Assumption 5, (30)): given, else estimated from the runs (module docstring)",
@@ -330,7 +329,7 @@ _SIGMAS = "--set zeta2=0.5 --set sigma2_surrogate=0.2"
 
 def _theorem(which, bound, assumptions, *, summary, example, needs, options=()) -> Theorem:
     per_round = which != "theorem_2"          # Thm 2 alone needs p_n constant in time
-    return Theorem(name=f"logit.{which}", bound=bound, lhs=_LHS, lhs_latex=_LHS_LATEX, expectation="participation",
+    return Theorem(name=f"logit.{which}", bound=bound, lhs=AVERAGE_GRAD_NORM2, lhs_latex=AVERAGE_GRAD_NORM2_LATEX, expectation="participation",
                    covers=("logit",), steps=_STEPS, plan=lambda setup: _plan(setup, which=which),
                    needs={**needs, **_SHARED_NEEDS}, assumptions=assumptions, options=options, summary=summary,
                    example=example, patterns=_PATTERNS, algorithms=_ALGORITHMS,

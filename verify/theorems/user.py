@@ -14,19 +14,18 @@ from __future__ import annotations
 
 import inspect
 
+from ..verdicts import AVERAGE_GRAD_NORM2, AVERAGE_GRAD_NORM2_LATEX
 from .contract import Theorem
 from .measures import average_grad_norm2
 
 __all__ = ["user_theorem", "from_callable"]
 
-DEFAULT_LHS = "(1/T) Σ_{t<T} ‖∇f(x_t)‖²"
-DEFAULT_LHS_LATEX = r"\frac{1}{T}\sum_{t=0}^{T-1}\|\nabla f(x_t)\|^2"
 KEYWORDS = ("constants", "tau_max", "tau_avg", "expected_tau_max", "expected_tau_avg", "eta_g", "eta_l", "algorithm",
             "pattern")
 
 
-def user_theorem(bound, *, covers=None, name: str | None = None, lhs: str = DEFAULT_LHS,
-                 lhs_latex: str = DEFAULT_LHS_LATEX, measure=None, steps: str | None = None, needs=None,
+def user_theorem(bound, *, covers=None, name: str | None = None, lhs: str = AVERAGE_GRAD_NORM2,
+                 lhs_latex: str = AVERAGE_GRAD_NORM2_LATEX, measure=None, steps: str | None = None, needs=None,
                  assumptions: str = "") -> Theorem:
     """A checkable theorem from a delay bound ``bound`` (see the module docstring).
 
