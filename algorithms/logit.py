@@ -82,7 +82,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import generator as ggn
+from . import logit_generator as ggn
 from .base import Algorithm, Round, local_sgd, positive_rate, step_count
 from participation.validation import finite_real, integer
 

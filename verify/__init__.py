@@ -22,7 +22,7 @@ _HOMES = {
     "estimate_constants": "constants", "EstimatedConstants": "constants",
     "conformance": "counterexamples", "ConformanceResult": "counterexamples",
     "Theorem": "theorems", "user_theorem": "theorems",
-    "check_run": "recorded", "RunRecorder": "records", "load_record": "records",
+    "check_run": "record_checks", "RunRecorder": "records", "load_record": "records",
     "ModelMeasure": "model_measures", "StepWeightedAverage": "model_measures",
 }
 

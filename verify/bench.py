@@ -7,7 +7,7 @@ loop over freshly drawn traces; checks, paper tables, a conformance search and r
 second with runs in batches against the same runs one at a time (``verify.bench_checks``);
 training rounds against a per-client loop with a torch
 module and optimiser per client; FedAvg against Flower's simulation engine on the same
-workload (when ``fedverify[peers]`` is installed); and, where a CUDA device is present,
+workload (when ``fedverify[flower]`` is installed); and, where a CUDA device is present,
 delay metrics and training rounds on it against the same code on the CPU.
 ``report`` prints them as one table.
 """
@@ -25,7 +25,7 @@ from participation.expected import monte_carlo
 from participation.expected.montecarlo import clear_table_caches
 from participation.patterns import Bernoulli, ReshuffledCyclic, Sine, Uniform
 
-PEERS_HINT = "install fedverify[peers]"
+FLOWER_HINT = "install fedverify[flower]"
 
 
 @dataclass(frozen=True)
@@ -400,7 +400,7 @@ def cnn_local_step_ratio(quick: bool = False, clients: int = 20, batch: int = 10
 
 def flower_ratio(quick: bool = False, work: TrainingWorkload | None = None) -> Ratio | Skipped:
     """FedAvg on the training workload in the engine against Flower's simulation engine
-    (``verify.peers``: same clients and data, model, batches, participation, K, B, η_l and
+    (``verify.flower_baseline``: same clients and data, model, batches, participation, K, B, η_l and
     aggregation, float32 CPU), each side from x_0 = 0 for all rounds.
 
     Flower's time is that of its rounds alone, in one run (Ray start-up and shutdown are
@@ -411,16 +411,16 @@ def flower_ratio(quick: bool = False, work: TrainingWorkload | None = None) -> R
     """
     name = "FedAvg vs Flower"
     try:
-        from . import peers
+        from . import flower_baseline
     except ImportError as err:
         missing = err.name or "flwr"
         what = "Flower is" if missing.split(".")[0] == "flwr" else f"{missing} (Flower's simulation extra) is"
-        return Skipped(name, f"{what} not installed; {PEERS_HINT}")
+        return Skipped(name, f"{what} not installed; {FLOWER_HINT}")
     import torch
 
     work = work or training_workload(quick)
     try:
-        flower = peers.run_flower(work.factory, work.trace, work.eta_l, work.local_steps, seed=0)
+        flower = flower_baseline.run_flower(work.factory, work.trace, work.eta_l, work.local_steps, seed=0)
     except Exception as err:  # Ray or Flower failing to start: say why, carry on with the bench
         reason = (str(err).strip().splitlines() or [type(err).__name__])[-1]
         return Skipped(name, f"Flower's simulation did not run: {reason}")
@@ -434,7 +434,7 @@ def flower_ratio(quick: bool = False, work: TrainingWorkload | None = None) -> R
     note = (f"final loss fedverify {loss['fedverify']:.6f}, Flower {loss['Flower']:.6f} (max |Δx| {gap:.1e});"
             f" per round Flower {_duration(flower.round_seconds / rounds)}, fedverify {_duration(engine / rounds)};"
             f" Flower start-up and shutdown {_duration(flower.overhead_seconds)}, not counted")
-    return Ratio(name, work.description, flower.round_seconds, engine, baseline=f"Flower {peers.version()}",
+    return Ratio(name, work.description, flower.round_seconds, engine, baseline=f"Flower {flower_baseline.version()}",
                  note=note)
 
 

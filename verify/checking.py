@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import warnings
 
 import algorithms
 from algorithms import Algorithm
@@ -157,9 +158,10 @@ def _as_trace(value, n_clients: int, rounds) -> tuple[Trace | None, Pattern | No
 # ---------------------------------------------------------------------------- check
 
 
-def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seeds=5, *, rounds=None,
+def check(algorithm, problem, trace_or_pattern, theorem=None, seeds=5, *, rounds=None,
           confidence: float = 0.95, traces=None, step_sizes: str | None = None, local_steps: int = 1,
-          constants=None, hparams: dict | None = None, trace_seed: int = 0, device=None, on_run=None) -> CheckResult:
+          constants=None, hparams: dict | None = None, trace_seed: int = 0, device=None, on_run=None,
+          bound=None) -> CheckResult:
     """Run ``algorithm`` on ``problem`` and judge the theorem's measured left side ((1/T) Σ_{t<T}
     ‖∇f(x_t)‖² for FedSUM's) against its bound.
 
@@ -168,8 +170,9 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
     ``step_sizes="theorem"``), or a factory ``(eta_l=, eta_g=, local_steps=) -> Algorithm``.
     ``trace_or_pattern``: a ``Trace`` or 0/1 mask (truncated to ``rounds``), or a pattern
     (``rounds`` needed; a conditional bound is judged on its trace of seed ``trace_seed``).
-    ``bound``: a theorem name (``fedverify bound --list``), a Theorem or a callable delay bound
-    (see ``resolve_bound``). ``seeds``: a count or the distinct noise seeds (a repeated seed is
+    ``theorem``: a theorem name (``fedverify bound --list``; default ``"fedsum.theorem_4_1"``), a
+    Theorem or a callable delay bound (see ``resolve_bound``); ``bound`` is its deprecated name (a
+    DeprecationWarning; it goes in the next release). ``seeds``: a count or the distinct noise seeds (a repeated seed is
     one sample, not several: refused). ``traces``: for a bound in full expectation, the number of traces
     drawn from the pattern (default: one per seed, paired with it; otherwise every trace
     runs every seed and the unit is the trace's mean). ``step_sizes``: "theorem" (the
@@ -181,8 +184,9 @@ def check(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seed
     algorithm, seed)`` is called after every run (``fedverify check --record`` writes each run's
     record with it).
     """
+    theorem = _theorem_argument(theorem, bound)
     theorem, setup, kwargs, device = _prepare(
-        algorithm, problem, trace_or_pattern, bound, seeds, rounds=rounds, confidence=confidence, traces=traces,
+        algorithm, problem, trace_or_pattern, theorem, seeds, rounds=rounds, confidence=confidence, traces=traces,
         step_sizes=step_sizes, local_steps=local_steps, constants=constants, hparams=hparams, trace_seed=trace_seed,
         device=device, on_run=on_run)
     return run_plans([(theorem, setup, kwargs)], device=device)[0]
@@ -204,7 +208,9 @@ def check_many(calls: list[dict]) -> list[CheckResult]:
     prepared = []
     for index, call in enumerate(calls):
         try:
-            prepared.append(_prepare(**call))
+            call = dict(call)
+            theorem = _theorem_argument(call.pop("theorem", None), call.pop("bound", None))
+            prepared.append(_prepare(**call, theorem=theorem))
         except ValueError as err:
             raise CallError(index, str(err)) from None
     devices = {str(device) for *_, device in prepared}
@@ -214,14 +220,25 @@ def check_many(calls: list[dict]) -> list[CheckResult]:
     return run_plans([(theorem, setup, kwargs) for theorem, setup, kwargs, _ in prepared], device=device)
 
 
-def _prepare(algorithm, problem, trace_or_pattern, bound="fedsum.theorem_4_1", seeds=5, *, rounds=None,
+def _theorem_argument(theorem, bound):
+    """``theorem``, or the deprecated ``bound=`` in its place (with a DeprecationWarning)."""
+    if bound is not None:
+        warnings.warn("check(bound=) is named theorem=; bound= goes in the next release", DeprecationWarning,
+                      stacklevel=3)
+        if theorem is not None:
+            raise ValueError("give theorem only (bound is its deprecated name)")
+        theorem = bound
+    return "fedsum.theorem_4_1" if theorem is None else theorem
+
+
+def _prepare(algorithm, problem, trace_or_pattern, theorem="fedsum.theorem_4_1", seeds=5, *, rounds=None,
              confidence: float = 0.95, traces=None, step_sizes: str | None = None, local_steps: int = 1,
              constants=None, hparams: dict | None = None, trace_seed: int = 0, device=None, on_run=None):
     """The validated (theorem, setup, judge keywords, device) of one ``check`` call."""
     if not (hasattr(problem, "n_clients") and hasattr(problem, "stochastic_grads")):
         raise ValueError(f"problem must be an algorithms problem (algorithms.problems: Quadratic, Logistic, "
                          f"Classifier or your own), got {type(problem).__name__}")
-    theorem = resolve_theorem(bound)
+    theorem = resolve_theorem(theorem)
     theorem.require_checkable()
     seeds = _seeds(seeds)
     if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0.5 <= confidence < 1:

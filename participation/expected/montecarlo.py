@@ -11,6 +11,7 @@ own streams by (seed, r) in the same way; each implements :class:`.sampler.Sampl
 """
 from __future__ import annotations
 
+import warnings
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
@@ -245,18 +246,20 @@ def _choose(pattern: Pattern, rounds: int, method: str, device):
     raise ValueError(named[0].refusal())
 
 
-def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=None, *, stderr: float | None = None,
+def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=None, *, target_stderr: float | None = None,
                 max_reps: int = 1 << 20, executor: Executor | None = None,
                 chunk_size: int | None = None, device=None, confidence: float = 0.95,
                 quantiles=(0.05, 0.5, 0.95), keep_samples: bool = False, progress: bool | None = None,
-                method: str = "auto", _first: int = 0) -> MonteCarloResult:
+                method: str = "auto", stderr: float | None = None, _first: int = 0) -> MonteCarloResult:
     """Estimate E[τ_max] and E[τ_avg] over ``reps`` independent traces of ``rounds`` rounds.
 
-    ``stderr`` (instead of ``reps``): run until the standard errors of both estimates are at
+    ``target_stderr`` (instead of ``reps``): run until the standard errors of both estimates are at
     most this, looking at them after 64, 128, 256, … replicates (at most ``max_reps``; reaching it
     first is a ValueError that names the precision reached). The checkpoints are fixed, so the
     same seed gives the same replicates and the same answer whatever the chunking or the number
     of workers; the progress bar shows the current estimates and their standard errors.
+
+    ``stderr`` is ``target_stderr``'s deprecated name (a DeprecationWarning; it goes in the next release).
 
     ``executor`` (any ``concurrent.futures.Executor``) runs chunks of replicates in
     parallel; ``device`` (a torch device, e.g. ``"cuda"``) computes the delays with torch.
@@ -307,19 +310,26 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
         raise TypeError(f"executor must be a concurrent.futures.Executor (or None), got {type(executor).__name__}")
     rounds = _check_rounds(pattern, rounds)
     if stderr is not None:
+        warnings.warn("monte_carlo(stderr=) is named target_stderr= (a target precision, not a result); "
+                      "stderr= goes in the next release", DeprecationWarning, stacklevel=2)
+        if target_stderr is not None:
+            raise ValueError("give target_stderr only (stderr is its deprecated name)")
+        target_stderr = stderr
+    if target_stderr is not None:
         if reps is not None:
-            raise ValueError("give reps or stderr, not both")
-        if isinstance(stderr, bool) or not isinstance(stderr, (int, float)) or not 0 < stderr < float("inf"):
-            raise ValueError(f"stderr must be a positive number, got {stderr!r}")
+            raise ValueError("give reps or target_stderr, not both")
+        if (isinstance(target_stderr, bool) or not isinstance(target_stderr, (int, float))
+                or not 0 < target_stderr < float("inf")):
+            raise ValueError(f"target_stderr must be a positive number, got {target_stderr!r}")
         max_reps = integer(max_reps, "max_reps")
         if max_reps < 2:
             raise ValueError(f"max_reps must be at least 2 (a standard error needs two replicates), got {max_reps}")
         require_memory(RESULT_BYTES * max_reps, f"{max_reps} replicates' τ_max and τ_avg (max_reps)")
-        return _to_precision(pattern, rounds, float(stderr), max_reps, seed,
+        return _to_precision(pattern, rounds, float(target_stderr), max_reps, seed,
                              executor=executor, chunk_size=chunk_size, device=device, confidence=confidence,
                              quantiles=quantiles, keep_samples=keep_samples, progress=progress, method=method)
     if reps is None:
-        raise ValueError("give reps (a replicate count) or stderr (a target standard error)")
+        raise ValueError("give reps (a replicate count) or target_stderr (a target standard error)")
     reps = integer(reps, "reps")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")

@@ -13,7 +13,7 @@ from hypothesis.extra.numpy import arrays
 
 import algorithms
 from algorithms import NoiseStream
-from algorithms import generator as ggn
+from algorithms import logit_generator as ggn
 from algorithms.logit import ALGORITHMS, GENERATOR_KEY, LOGIT
 from algorithms.problems import Logistic, Quadratic
 from bounds import Constants

@@ -67,7 +67,7 @@ def test_replicates_whose_results_cannot_fit_are_refused_before_drawing(limit, m
     message = _refusal(monte_carlo, preset("P2"), 10, 10**6)
     assert message.startswith("1000000 replicates' τ_max and τ_avg needs about 61 MiB"), message
     assert _refusal(check_monte_carlo, preset("P2"), 10, 10**6) == message
-    assert _refusal(monte_carlo, preset("P2"), 10, stderr=0.1, max_reps=10**6).startswith(
+    assert _refusal(monte_carlo, preset("P2"), 10, target_stderr=0.1, max_reps=10**6).startswith(
         "1000000 replicates' τ_max and τ_avg (max_reps) needs about")
 
 

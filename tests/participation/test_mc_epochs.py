@@ -84,8 +84,8 @@ def test_auto_picks_epochs_where_shifts_do_not_apply(pattern, monkeypatch):
 
 def test_to_precision_with_epochs_is_the_trace_answer():
     pattern = ReshuffledCyclic(10, 3)
-    a = monte_carlo(pattern, 50, stderr=0.2, seed=2, progress=False, method="epochs")
-    b = monte_carlo(pattern, 50, stderr=0.2, seed=2, progress=False, method="trace")
+    a = monte_carlo(pattern, 50, target_stderr=0.2, seed=2, progress=False, method="epochs")
+    b = monte_carlo(pattern, 50, target_stderr=0.2, seed=2, progress=False, method="trace")
     assert a.reps == b.reps and a.tau_max == b.tau_max
 
 

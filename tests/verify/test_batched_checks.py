@@ -17,7 +17,7 @@ def problem():
 
 
 def calls(problem):
-    return [dict(algorithm=name, problem=problem, trace_or_pattern=preset(p, n_clients=8, per_round=2), bound="fedsum.theorem_4_1",
+    return [dict(algorithm=name, problem=problem, trace_or_pattern=preset(p, n_clients=8, per_round=2), theorem="fedsum.theorem_4_1",
                  seeds=3, rounds=40, local_steps=2)
             for name in ("fedsum", "fedavg") for p in ("P1", "P3")]
 

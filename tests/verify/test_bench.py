@@ -16,10 +16,10 @@ from verify.cli import main
 
 
 def peers_module():
-    """``verify.peers``, skipping the test when Flower or its simulation extra is absent."""
+    """``verify.flower_baseline``, skipping the test when Flower or its simulation extra is absent."""
     pytest.importorskip("flwr")
     pytest.importorskip("ray")
-    from verify import peers
+    from verify import flower_baseline as peers
 
     return peers
 
@@ -102,12 +102,12 @@ def test_flower_absent_prints_the_skip_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "flwr", None)          # import flwr → ImportError
     for name in [m for m in sys.modules if m.startswith("flwr.")]:   # submodules an earlier test imported
         monkeypatch.delitem(sys.modules, name)
-    monkeypatch.delitem(sys.modules, "verify.peers", raising=False)
-    monkeypatch.delattr(verify, "peers", raising=False)
+    monkeypatch.delitem(sys.modules, "verify.flower_baseline", raising=False)
+    monkeypatch.delattr(verify, "flower_baseline", raising=False)
     row = bench.flower_ratio(quick=True)
     assert isinstance(row, bench.Skipped)
     line = bench.format_table([row])
-    assert line.startswith("FedAvg vs Flower:") and "skipped" in line and "install fedverify[peers]" in line
+    assert line.startswith("FedAvg vs Flower:") and "skipped" in line and "install fedverify[flower]" in line
     assert "\n" not in line
 
 

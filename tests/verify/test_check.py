@@ -181,7 +181,7 @@ def test_bounds_by_name_and_callable(quadratic):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(bound="fedsum.theorem_9"), "fedsum.theorem_9"), (dict(bound=3), "3"), (dict(seeds=0), "0"),
+    (dict(theorem="fedsum.theorem_9"), "fedsum.theorem_9"), (dict(theorem=3), "3"), (dict(seeds=0), "0"),
     (dict(seeds=-2), "-2"), (dict(seeds=[1, -1]), "-1"), (dict(step_sizes="sometimes"), "sometimes"),
     (dict(confidence=1.5), "1.5"), (dict(local_steps=0), "0"), (dict(rounds=99), "99"),
     (dict(algorithm="fedfoo"), "fedfoo"), (dict(step_sizes="given"), "given"), (dict(traces=3), "traces=3"),
@@ -235,3 +235,14 @@ def test_a_result_shows_itself_in_jupyter():
     assert f"**{result.label}**" in shown and "$$" in shown and "hypotheses at these step sizes" in shown
     assert all(c.name in shown for c in result.conditions)
     assert ("✗ VIOLATED" in shown) == (not result.conditions_hold)
+
+
+def test_the_deprecated_bound_name_still_works_and_says_so():
+    problem = Quadratic.random(4, 2, noise_std=0.0, seed=0)
+    trace = preset("P1", n_clients=4, per_round=2).sample(10, seed=0)
+    with pytest.warns(DeprecationWarning, match="theorem="):
+        old = check("fedsum", problem, trace, bound="fedsum.theorem_4_1", seeds=1, local_steps=2)
+    new = check("fedsum", problem, trace, theorem="fedsum.theorem_4_1", seeds=1, local_steps=2)
+    assert old.values == new.values and old.verdict == new.verdict and old.bound.value == new.bound.value
+    with pytest.raises(ValueError, match="theorem only"), pytest.warns(DeprecationWarning):
+        check("fedsum", problem, trace, "fedsum.theorem_4_1", bound="fedsum.theorem_4_1")

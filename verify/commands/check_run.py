@@ -73,7 +73,7 @@ def run(args) -> str:
     if not 0.5 <= args.confidence < 1:
         raise UsageError(f"--confidence must lie in [0.5, 1), got {args.confidence}")
     load_plugins(args.plugin)
-    from ..recorded import check_run
+    from ..record_checks import check_run
     from ..report import write_json
 
     result = check_run([str(p) for p in args.records], args.theorem, constants=_constants(args),

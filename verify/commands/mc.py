@@ -33,7 +33,7 @@ def _mc_case(name, args, executor) -> dict:
     shared = dict(executor=executor, confidence=args.confidence, keep_samples=bool(args.plot),
                   progress=show_progress(args), method=args.method)
     if args.stderr is not None:
-        case = delay_case(pattern, args.rounds, seed=args.seed, stderr=args.stderr, max_reps=args.max_reps,
+        case = delay_case(pattern, args.rounds, seed=args.seed, target_stderr=args.stderr, max_reps=args.max_reps,
                           chunk_size=max(1, 256 // args.workers) if executor else None, **shared)
     else:
         case = delay_case(pattern, args.rounds, args.reps, args.seed,

@@ -1,7 +1,7 @@
 """FedAvg on Flower's simulation engine, for ``fedverify bench`` to compare against.
 
 Importing this module imports Flower (``flwr``) and its simulation extra (``ray``); it
-raises ImportError when they are absent (``pip install fedverify[peers]``), which is
+raises ImportError when they are absent (``pip install fedverify[flower]``), which is
 how the bench decides to skip the comparison.
 
 The Flower side is written the way Flower's documentation writes a PyTorch app, on the
