@@ -121,10 +121,9 @@ def _off_power(on: np.ndarray, k: np.ndarray) -> np.ndarray:
 def _prefix_sum(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """Cumulative sums of finite x along ``axis``, each rounded about once.
 
-    A plain cumsum rounds at every step, and the roundings of similar terms pile up: with
-    it, E[τ_t] (prefix sums of P(τ_t ≥ k)) was 2.7e-12 off at Bernoulli(0.01, 10),
-    T = 2·10^4 (1.8e-10 at p = 0.001), and E[τ_max] of time-varying p ≈ 0.02 (prefix sums
-    of ln P(off | off) over rounds) 1.3e-12 off at T = 2000.
+    A plain cumsum rounds at every step, and the roundings of similar terms pile up over the
+    thousands of terms of E[τ_t] (prefix sums of P(τ_t ≥ k)) at small p and long T, or of
+    E[τ_max] of a time-varying p (prefix sums of ln P(off | off) over rounds).
     Here x = hi + lo exactly, hi on the grid h = 2^(e−52) with Σ|x| ≤ 2^e per slice: the
     prefix sums of hi are exact (multiples of h below 2^(e+1)), those of lo (|lo| ≤ h/2) are
     tiny, and one addition joins the two.

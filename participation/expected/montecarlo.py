@@ -266,42 +266,42 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
     ``keep_samples`` adds the per-replicate τ_max and τ_avg; ``progress`` shows a bar
     (default: when more than one chunk is run).
 
-    ``method``: ``"trace"`` samples whole traces with ``pattern.sample_batch`` (replicate
-    r is then exactly the trace ``sample_batch(..., first_replicate=r)``); ``"gaps"``
-    draws only the long absences of each client, exactly, and the short gaps where they
-    could matter (:mod:`.gaps`), for independent clients with time-constant probabilities,
-    20–40 times faster than a Bernoulli matrix per replicate, for ``Markov`` patterns
-    (every absence run of each chain, drawn as alternating geometric runs), for independent
-    clients whose probabilities repeat with a period P (long absences only again, every law
-    indexed by the phase, :mod:`.periodic`; FedSUM's P3 at N = 100, T = 2000: about 23 times one
-    trace at a time in a first call, which builds the tables, 28 times in later calls; used when
-    the clients' distinct sequences times P are at most ``periodic.MAX_PHASE_ROWS``; "auto" only
-    when a row draws at most ``periodic.AUTO_STEPS_PER_ROUND`` steps a round), and for other
-    independent clients with time-varying probabilities (every presence, by inverting the cumulative hazard of
-    ``pattern.probabilities(0, rounds)``; about 2.5 times "trace"); ``"epochs"`` (``ReshuffledCyclic``
-    only, no device) draws only each epoch's order, exactly as the pattern does, and derives
-    every τ_t from the orders (:mod:`.epochs`), giving the same replicates as ``"trace"``;
-    ``"shifts"`` (``ReshuffledCyclic`` where every client joins once an epoch, no device) draws
-    E − 1 values an epoch from an exact Markov chain for the oldest previous-epoch round
-    still to come (:mod:`.shifts`; O(E²) an epoch instead of O(N log N), other samples of the
-    same law; N = 100, S = 20, T = 2000: about 30 times one trace at a time);
-    ``"subsets"`` (``Uniform``, FedSUM Case 1, only, no device) draws only the S ids of each
-    round, exactly (Floyd's algorithm, vectorised over rounds and replicates, or
-    ``Generator.choice`` row by row when S and N are large), and derives τ_max and τ_avg from
-    one backward pass over the rounds in O(T·S) per replicate instead of O(T·N) (:mod:`.subsets`;
-    its samples differ from ``"trace"``'s but have the same law; N = 100, S = 20, T = 2000:
-    about 4 times ``"trace"``, 5 times one trace at a time); ``"cycles"`` (``OnOffCycles`` only,
-    no device) computes each replicate's delays from its N phases in O(N + C) (:mod:`.cycles`),
-    giving the same replicates as ``"trace"``; ``"auto"`` picks ``"gaps"``, ``"shifts"``,
-    ``"epochs"``, ``"subsets"`` or ``"cycles"`` when it applies and no device is given (for time-varying
-    probabilities only when at most ``VARYING_AUTO_DENSITY`` points a cell are drawn, the clients
-    share at most ``VARYING_AUTO_GROUPS`` distinct probability sequences and the probabilities
-    take at most half the memory limit). A deterministic pattern (``pattern.deterministic``:
-    Cyclic, Replay, OnOffCycles with fixed phases, ...) has one trace, whose delays are computed
-    once and serve every replicate.
+    ``method`` (the samplers, :data:`SAMPLERS`, each in its own module; ``fedverify bench``
+    measures each against whole traces):
+
+    ============  ===========================================  ==========================================
+    method        applies to                                    draws
+    ============  ===========================================  ==========================================
+    ``trace``     every pattern                                 whole traces, ``pattern.sample_batch``
+                                                                (replicate r is ``sample_batch(...,
+                                                                first_replicate=r)``)
+    ``gaps``      independent clients (constant, periodic or    each client's long absences exactly, the
+                  time-varying p) and ``Markov`` chains         short gaps where they matter (:mod:`.gaps`,
+                                                                :mod:`.markov_gaps`, :mod:`.periodic`,
+                                                                :mod:`.varying_gaps`); same law
+    ``epochs``    ``ReshuffledCyclic``                          each epoch's order only (:mod:`.epochs`);
+                                                                the replicates of ``trace``
+    ``shifts``    ``ReshuffledCyclic``, every client once an    E − 1 values an epoch from an exact Markov
+                  epoch                                         chain (:mod:`.shifts`); same law
+    ``subsets``   ``Uniform`` (FedSUM Case 1)                   the S ids of each round, O(T·S) a
+                                                                replicate (:mod:`.subsets`); same law
+    ``cycles``    ``OnOffCycles``                               each client's phase, O(N + C) a replicate
+                                                                (:mod:`.cycles`); the replicates of
+                                                                ``trace``
+    ``auto``      every pattern                                 the first sampler of :data:`SAMPLERS` that
+                                                                applies, else ``trace``
+    ============  ===========================================  ==========================================
+
+    Every sampler but ``trace`` runs on the CPU and refuses a ``device``. ``auto`` takes a
+    periodic ``gaps`` only within ``periodic.MAX_PHASE_ROWS`` rows and
+    ``periodic.AUTO_STEPS_PER_ROUND`` steps a round, and a time-varying one only within
+    ``varying_gaps.VARYING_AUTO_DENSITY`` points a cell, ``varying_gaps.VARYING_AUTO_GROUPS``
+    distinct sequences and half the memory limit. A deterministic pattern (``pattern.deterministic``: Cyclic, Replay,
+    OnOffCycles with fixed phases, ...) has one trace, whose delays are computed once and serve
+    every replicate.
 
     The memory of the results (``RESULT_BYTES`` a replicate) and of one chunk is estimated
-    before anything is drawn; more than ``participation.trace.memory_limit()``
+    before anything is drawn; more than ``participation.budget.memory_limit()``
     (``FEDVERIFY_MEMORY_GB``, else half the machine's memory) is refused with a one-line
     ValueError. :func:`check_monte_carlo` makes these checks without drawing.
     """

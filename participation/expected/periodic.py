@@ -777,10 +777,8 @@ def periodic_chunk_bytes(laws: PeriodicLaws, count: int) -> int:
 MAX_PHASE_ROWS = 256
 
 
-#: "auto" takes this sampler when a row draws at most this many steps per round at first (N = 100,
-#: T = 2000, 200 replicates of p_t = base·(0.1 sin(πt/5) + 0.9): base 0.9 drew 0.18 steps a round and
-#: ran 2 times slower than whole traces, base 0.6 drew 0.14 and ran 1.2 times faster, P3 0.03 and
-#: 6 times faster).
+#: "auto" takes this sampler when a row draws at most this many steps per round at first; above it,
+#: whole traces cost less (``fedverify bench`` measures the two on FedSUM's P3).
 AUTO_STEPS_PER_ROUND = 0.12
 
 

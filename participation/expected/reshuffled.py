@@ -428,7 +428,7 @@ def reshuffled_tau_max_bound(pattern: ReshuffledCyclic, rounds: int) -> float:
     When every client joins once per epoch (ρ = 0) the bound is still valid (compare
     :func:`reshuffled_exact_tau_max`). Floating point: q_l is summed from non-negative
     terms (relative error ≲ 1e-14); the result is raised by a relative 1e-12 to cover it.
-    Cost: n_e epochs of O(L²) work, L ≈ E·(k0 + 2); 10 ms for N = 10, S = 4, T = 1000.
+    Cost: n_e epochs of O(L²) work, L ≈ E·(k0 + 2).
     Raises ValueError for a non-ReshuffledCyclic pattern or rounds < 1.
     """
     rounds = _check(pattern, rounds)

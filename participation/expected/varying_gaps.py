@@ -64,8 +64,8 @@ class VaryingProbabilities:
         return sum(48 * h.size + 8 * d.size + 8 * c.size for h, d, c in zip(self.hazard, self.certain, self.clients))
 
 
-#: "auto" takes the sampler when it draws at most this many points per round and client (each costs
-#: about 2.5 times a cell of a whole trace: P3, with 0.19 a cell, ran 2.5 times faster than "trace").
+#: "auto" takes the sampler when it draws at most this many points per round and client: a drawn
+#: point costs a few cells of a whole trace, so above it whole traces cost less.
 VARYING_AUTO_DENSITY = 0.3
 #: ... and when the clients share at most this many distinct probability sequences: each costs a
 #: pass of its own (FedAWE's sine, p_i(t) = clip((sin(2πt/20)/2 + 1/2) p_i, 0, 1), 50 replicates
@@ -213,8 +213,7 @@ def varying_chunk(plan: VaryingProbabilities, rounds: int, root, first: int, cou
 
 
 def varying_chunk_size(plan: VaryingProbabilities, rounds: int) -> int:
-    """Replicates per chunk: about 2^16 drawn points and cover cells, so a chunk's arrays stay in cache
-    (P3 at N = 100, T = 2000: one replicate a chunk ran 1.5 times faster than 26)."""
+    """Replicates per chunk: about 2^16 drawn points and cover cells, so a chunk's arrays stay in cache."""
     return int(np.clip((1 << 16) // (rounds + plan.columns), 1, _MAX_CHUNK))
 
 

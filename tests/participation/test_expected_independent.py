@@ -216,8 +216,8 @@ def test_the_two_run_length_references_agree():
 
 @pytest.mark.slow
 def test_exact_tau_t_is_within_its_promise_at_small_p():
-    """E[τ_t] = Σ_{k ≤ t+1} (1 − (1 − q^k)^N) for Bernoulli(p): a plain running sum of
-    thousands of terms near 1 was 2.7e-12 off here."""
+    """E[τ_t] = Σ_{k ≤ t+1} (1 − (1 − q^k)^N) for Bernoulli(p): thousands of terms near 1,
+    where a plain running sum piles up its roundings."""
     p, n, rounds = 0.01, 10, 20000
     got = exact_tau_t(Bernoulli(p, n), rounds)
     with mpmath.workdps(DIGITS):

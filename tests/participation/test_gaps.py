@@ -214,7 +214,7 @@ def test_tilt_exists_however_small_the_long_gap_probability(p, threshold):
 
 def test_threshold_keeps_unresolved_rounds_rare_at_long_horizons():
     """The refinement cost counts every unresolved round: at T = 71570 (P2) and 95415
-    (H.8) H no longer jumps to a threshold that leaves every round unresolved."""
+    (H.8) H stays below a threshold that would leave every round unresolved."""
     p2 = np.full(100, 0.2)
     h8 = BiasedGroups(100).client_probabilities()
     for p, rounds in ((p2, 71569), (p2, 71570), (p2, 10**7), (h8, 95414), (h8, 95415), (h8, 10**6)):

@@ -515,7 +515,7 @@ class TestPathErrors:
 
 
 class TestCommonForms:
-    """Forms other tools write, which used to be refused (issue: a newcomer's first hour)."""
+    """Forms other tools write: a header row, other separators, ids as lists, and the like."""
 
     MASK = np.array([[1, 0, 1], [0, 1, 0], [0, 0, 0], [1, 1, 1]], dtype=bool)
 

@@ -76,7 +76,7 @@ def test_bad_input(kwargs, match):
 
 
 def test_the_name_conformance_is_always_the_function():
-    """It used to be the function on first access and the module afterwards."""
+    """``verify.conformance`` is the function on first access and after its module is imported."""
     import verify
 
     first = verify.conformance
