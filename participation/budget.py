@@ -3,13 +3,13 @@
 The limit is ``FEDVERIFY_MEMORY_GB`` gigabytes (2^30 bytes) when that variable is set, else
 half of this machine's physical memory. Loaders, exact expectations, Monte-Carlo chunks and
 the commands of ``verify`` estimate their largest allocation from the sizes they are given
-and call :func:`require_memory` before allocating it. This is the one definition of the rule;
-``verify.budget`` re-exports it.
+and call :func:`require_memory` before allocating it. This is the one definition of the rule.
 """
 from __future__ import annotations
 
 import math
 import os
+
 from .validation import quote
 
 __all__ = ["ENV_MEMORY", "memory_limit", "require_memory", "human_bytes", "human_seconds"]

@@ -20,8 +20,8 @@ size and its declared sizes (the JSON's ``n_clients`` × rounds, the npz member 
 CSV's line count × the first row's width) how much memory reading it will take, and refuses
 a file that needs more than :func:`memory_limit` with a one-line ValueError naming both.
 The limit is half of this machine's physical memory, or ``FEDVERIFY_MEMORY_GB`` gigabytes
-(2^30 bytes) when that environment variable is set: the same rule and variable as
-``verify.budget``, read here directly since ``participation`` imports nothing of ``verify``.
+(2^30 bytes) when that environment variable is set (:mod:`participation.budget`, the one
+definition of the rule).
 """
 from __future__ import annotations
 

@@ -1,13 +1,17 @@
 """Measured-vs-bound checks, conformance search, the ``fedverify`` command and its benchmarks.
 
 ``estimate_constants(problem)`` (exact where known, labelled estimates otherwise),
-``check(algorithm, problem, trace_or_pattern, bound, seeds)`` → ``CheckResult``,
+``check(algorithm, problem, trace_or_pattern, theorem, seeds)`` → ``CheckResult``,
 ``conformance(algorithm_factory, bound)`` (a hypothesis search for a counterexample) and
 ``verify.strategies`` (public hypothesis strategies). Every theorem of the four papers is a
 ``verify.theorems.Theorem`` (what it measures, for whom, at which step sizes, with which
 constants); ``user_theorem`` makes one of the user's own. ``RunRecorder`` writes a run made
 anywhere as a run record (``ModelMeasure`` and ``StepWeightedAverage`` measure what it needs
 on a PyTorch model), ``load_record`` reads one, ``check_run(records, theorem)`` judges it.
+
+The subpackages: ``verify.cli`` (the ``fedverify`` command, one module per command),
+``verify.sweep`` (grids of checks and Monte-Carlo jobs, and where they run) and
+``verify.bench`` (``fedverify bench``); the rest of ``verify`` is the library they share.
 
 Each public name means one thing: ``verify.check`` and ``verify.conformance`` are the
 functions (defined in ``verify.checking`` and ``verify.counterexamples``, modules of other

@@ -115,7 +115,7 @@ def check_batch(batch_size: int, n_samples: int, n_clients: int, dataset: str, i
 
     from algorithms.problems import models
 
-    from .budget import human_bytes, require_memory
+    from participation.budget import human_bytes, require_memory
 
     integer(batch_size, "the mini-batch")
     if batch_size > n_samples:
@@ -136,7 +136,7 @@ def check_sizes(n_clients: int, rounds: int, patterns=PATTERNS) -> None:
     """Refuse, before any run, an experiment whose traces (one per pattern, T × N booleans, all held
     while the runs go) and one run's history (``HISTORY_BYTES`` a round) need more than the memory
     limit: a one-line ValueError naming the need and the limit."""
-    from .budget import require_memory
+    from participation.budget import require_memory
 
     count = len(tuple(patterns))
     require_memory(rounds * (count * n_clients + HISTORY_BYTES),

@@ -18,7 +18,7 @@ import numpy as np
 
 def atomic_write(path, write, *, binary: bool = False) -> Path:
     """``participation.files.atomic_write``, imported on first use so that the command line's
-    ``--help`` (which reads the sweep's spec format from ``verify.sweep``) loads no numerics."""
+    ``--help`` (which reads the sweep's spec format from ``verify.sweep.spec``) loads no numerics."""
     from participation.files import atomic_write as write_atomically
 
     return write_atomically(path, write, binary=binary)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from participation import trace as trace_module
 from participation.trace import Trace
 
-ENV_MEMORY = "FEDVERIFY_MEMORY_GB"          # the variable verify.budget reads too
+ENV_MEMORY = "FEDVERIFY_MEMORY_GB"          # the variable participation.budget reads
 
 
 def memory_limit() -> int:

@@ -11,15 +11,16 @@ import torch
 
 import verify
 from participation import Trace
-from verify import bench, bench_checks
+from verify import bench
+from verify.bench import checks as bench_checks
 from verify.cli import main
 
 
 def peers_module():
-    """``verify.flower_baseline``, skipping the test when Flower or its simulation extra is absent."""
+    """``verify.bench.flower_baseline``, skipping the test when Flower or its simulation extra is absent."""
     pytest.importorskip("flwr")
     pytest.importorskip("ray")
-    from verify import flower_baseline as peers
+    from verify.bench import flower_baseline as peers
 
     return peers
 
@@ -102,8 +103,8 @@ def test_flower_absent_prints_the_skip_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "flwr", None)          # import flwr → ImportError
     for name in [m for m in sys.modules if m.startswith("flwr.")]:   # submodules an earlier test imported
         monkeypatch.delitem(sys.modules, name)
-    monkeypatch.delitem(sys.modules, "verify.flower_baseline", raising=False)
-    monkeypatch.delattr(verify, "flower_baseline", raising=False)
+    monkeypatch.delitem(sys.modules, "verify.bench.flower_baseline", raising=False)
+    monkeypatch.delattr(bench, "flower_baseline", raising=False)
     row = bench.flower_ratio(quick=True)
     assert isinstance(row, bench.Skipped)
     line = bench.format_table([row])

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from verify import sweep
+from verify.sweep import runner as sweep
 
 from .test_input_validation import assert_refused, cli
 
@@ -44,7 +44,7 @@ def _interrupt(*args, **kwargs):
 
 def test_mc_announces_a_pattern_too_large_to_time_quickly_before_timing_it(limit, monkeypatch):
     """`mc P3 --set n_clients=10000000` timed its run for a minute before saying anything."""
-    from verify import commands
+    from verify.cli import commands
 
     limit(3)
     monkeypatch.setattr(commands, "TIMING_CELLS", 1000)      # N = 2000 stands for N = 10^7
@@ -98,7 +98,7 @@ def test_delays_refuses_a_trace_report_that_cannot_fit(workdir, limit):
 
 
 def test_delays_announces_a_long_trace_report_before_it(workdir, limit, monkeypatch):
-    from verify.commands import delays
+    from verify.cli.commands import delays
 
     limit(2)
     path = _declared_trace(workdir, 2**27)

@@ -15,9 +15,9 @@ import pytest
 from bounds import Constants, cafed, fedsum, logit, momentum
 from participation import Trace, delay_metrics, preset
 from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo, paper_tau_max_bound
-from verify import catalogue, cli
+from verify import choices, cli
 from verify.cli import main
-from verify.commands import bound as bound_command
+from verify.cli.commands import bound as bound_command
 from verify.report import CSV_FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,7 +104,7 @@ def test_mc_refuses_a_bad_method_or_setting(argv, message, capsys):
 
 def test_mc_method_choices_are_monte_carlos():
     from participation.expected.montecarlo import METHODS
-    from verify.catalogue import MC_METHODS
+    from verify.choices import MC_METHODS
 
     assert MC_METHODS == METHODS
 
@@ -170,7 +170,7 @@ def default_check(tmp_path_factory):
 def test_default_check_verdicts_golden(default_check):
     stdout, _, summary = default_check
     rows = {(r["algorithm"], r["pattern"]): r for r in summary["rows"]}
-    assert set(rows) == {(a, p) for a in (*catalogue.CHECK_ALGORITHMS, "fedsum-cr:adm") for p in ("P1", "P2", "P3")}
+    assert set(rows) == {(a, p) for a in (*choices.CHECK_ALGORITHMS, "fedsum-cr:adm") for p in ("P1", "P2", "P3")}
     assert summary["theorem"] == "fedsum.theorem_4_1" and summary["problem"]["name"] == "quadratic"
     for (algorithm, _), r in rows.items():
         if algorithm in ("fedsum-b", "fedsum", "fedsum-cr", "fedsum-cr:adm"):
@@ -231,11 +231,11 @@ def test_default_check_numbers_are_consistent(default_check):
 
 
 def test_bare_command_runs_check(monkeypatch, capsys):
-    import verify.commands.check
+    import verify.cli.commands.check
 
-    monkeypatch.setattr(verify.commands.check, "run", lambda args: f"check with {args.algorithms} into {args.output}")
+    monkeypatch.setattr(verify.cli.commands.check, "run", lambda args: f"check with {args.algorithms} into {args.output}")
     assert main([]) == 0
-    assert capsys.readouterr().out.strip() == f"check with {list(catalogue.CHECK_ALGORITHMS)} into fedverify-check"
+    assert capsys.readouterr().out.strip() == f"check with {list(choices.CHECK_ALGORITHMS)} into fedverify-check"
 
 
 # ------------------------------------------------------------------ check: options, small runs in-process
@@ -487,7 +487,7 @@ def test_sizes_that_cannot_fit_are_refused_before_the_work(args, fragment, tmp_p
 
 
 def test_memory_limit_names_the_need(monkeypatch):
-    from verify import budget
+    from participation import budget
 
     monkeypatch.setenv(budget.ENV_MEMORY, "2")
     assert budget.memory_limit() == 2 * 2**30
@@ -519,7 +519,7 @@ def test_mc_draws_no_progress_bar_into_a_pipe(tmp_path):
     assert done.returncode == 0 and done.stderr == "", done.stderr
 
 
-@pytest.mark.parametrize("name", sorted(catalogue.THEOREM_LIST))
+@pytest.mark.parametrize("name", sorted(choices.THEOREM_LIST))
 def test_every_bound_example_runs_and_latex_needs_no_numbers(name, capsys):
     assert main(["bound", name, *bound_command.example(name).split()]) == 0
     numeric = capsys.readouterr().out
@@ -538,7 +538,7 @@ def test_every_theorem_declares_what_the_commands_read():
 
     for name, t in THEOREMS.items():
         assert t.example and t.summary and t.patterns and t.algorithms, name
-    assert THEOREMS["fedsum.theorem_4_1"].algorithms == catalogue.CHECK_ALGORITHMS
+    assert THEOREMS["fedsum.theorem_4_1"].algorithms == choices.CHECK_ALGORITHMS
 
 
 def test_a_missing_input_points_to_inputs(capsys):
@@ -587,7 +587,7 @@ def test_static_theorem_list_is_the_declarations():
     """`bound --list` prints a static index (it imports nothing); it must stay the declarations' summaries."""
     from verify.theorems import THEOREMS
 
-    assert catalogue.THEOREM_LIST == {name: t.summary for name, t in THEOREMS.items()}
+    assert choices.THEOREM_LIST == {name: t.summary for name, t in THEOREMS.items()}
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["check", "--help"], ["bound", "--list"], ["sweep", "--help"]])
@@ -595,7 +595,7 @@ def test_help_and_list_load_no_numerics(argv):
     """--help and bound --list answer at once: they import neither numpy nor torch, scipy, sympy, nor the sweep."""
     code = ("import sys, contextlib, io\nfrom verify.cli import main\n"
             f"with contextlib.redirect_stdout(io.StringIO()):\n    try:\n        main({argv!r})\n    except SystemExit:\n        pass\n"
-            "print(sorted(m for m in ('numpy', 'torch', 'scipy', 'sympy', 'matplotlib', 'participation', 'verify.sweep',\n"
+            "print(sorted(m for m in ('numpy', 'torch', 'scipy', 'sympy', 'matplotlib', 'participation', 'verify.sweep.runner',\n"
             "                         'verify.theorems') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert result.stdout.strip() == "[]"

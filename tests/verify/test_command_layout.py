@@ -1,5 +1,5 @@
 """The command line's layout: the commands are listed once (``verify.cli.COMMANDS``), each is one
-module of ``verify.commands`` that declares its options beside its ``run``, ``--help`` of every
+module of ``verify.cli.commands`` that declares its options beside its ``run``, ``--help`` of every
 command imports no numerics, and library modules leave the command line's ``UsageError`` to
 the command layer."""
 import argparse
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-import verify.commands
+import verify.cli.commands
 from verify import cli
 from verify.cli import COMMANDS, build_parser, command_module, main
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Modules ``--help`` must not import: the numerics, and the sweep (1,400 lines).
-HEAVY = ("numpy", "torch", "scipy", "sympy", "matplotlib", "participation", "verify.sweep", "verify.theorems")
+#: Modules ``--help`` must not import: the numerics, and the sweep's runner.
+HEAVY = ("numpy", "torch", "scipy", "sympy", "matplotlib", "participation", "verify.sweep.runner", "verify.theorems")
 
 
 def _subparsers(parser):
@@ -55,7 +55,7 @@ def test_help_of_every_command_imports_no_numerics(argv):
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_command_is_one_module_with_its_options_and_run(name):
     module = command_module(name)
-    assert module.__name__ == f"verify.commands.{name.replace('-', '_')}"
+    assert module.__name__ == f"verify.cli.commands.{name.replace('-', '_')}"
     assert isinstance(module.HELP, str) and module.HELP
     assert callable(module.add_arguments) and callable(module.run)
 
@@ -81,14 +81,14 @@ def test_the_top_level_parser_holds_only_the_global_options():
 
 def test_every_module_with_run_is_a_listed_command():
     """A command module left out of COMMANDS would be unreachable; helper modules have no ``run``."""
-    modules = [m.name for m in pkgutil.iter_modules(verify.commands.__path__)]
+    modules = [m.name for m in pkgutil.iter_modules(verify.cli.commands.__path__)]
     runnable = {m for m in modules if hasattr(command_module(m), "run")}
     assert runnable == {name.replace("-", "_") for name in COMMANDS}
 
 
 def _hello_module():
     """A command written as one module: its help line, its options and its run."""
-    module = types.ModuleType("verify.commands.hello")
+    module = types.ModuleType("verify.cli.commands.hello")
     module.HELP = "say hello"
     module.add_arguments = lambda parser: parser.add_argument("--name", default="world", help="whom to greet")
     module.run = lambda args: f"hello {args.name}"
@@ -96,7 +96,7 @@ def _hello_module():
 
 
 def test_a_new_command_is_one_module_and_one_entry_of_the_table(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "verify.commands.hello", _hello_module())
+    monkeypatch.setitem(sys.modules, "verify.cli.commands.hello", _hello_module())
     monkeypatch.setattr(cli, "COMMANDS", (*COMMANDS, "hello"))
     assert main(["hello", "--name", "you"]) == 0
     assert capsys.readouterr().out == "hello you\n"
@@ -109,10 +109,9 @@ def test_a_new_command_is_one_module_and_one_entry_of_the_table(monkeypatch, cap
 
 
 def _library_modules():
-    """The modules of ``verify`` outside the command layer (cli.py, verify/commands, usage.py)."""
+    """The modules of ``verify`` outside the command layer (``verify/cli``)."""
     package = ROOT / "verify"
-    layer = {package / "cli.py", package / "usage.py"}
-    return sorted(p for p in package.rglob("*.py") if p not in layer and "commands" not in p.relative_to(package).parts)
+    return sorted(p for p in package.rglob("*.py") if "cli" not in p.relative_to(package).parts)
 
 
 def _raises_usage_error(path: Path) -> bool:

@@ -10,7 +10,7 @@ import sympy as sp
 
 from bounds.core import Formula, Source, at_most, make_bound
 from verify import check, theorems
-from verify.catalogue import CHECK_ALGORITHMS, THEOREM_LIST
+from verify.choices import CHECK_ALGORITHMS, THEOREM_LIST
 from verify.cli import main
 from verify.theorems import Theorem
 from verify.theorems.measures import average_grad_norm2

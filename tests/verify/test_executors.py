@@ -22,7 +22,7 @@ def pools(monkeypatch):
     """The sizes of the process pools started (a ProcessPoolExecutor per pool, as local pools are)."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from verify import executors
+    from verify.sweep import executors
 
     started = []
 

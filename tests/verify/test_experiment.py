@@ -80,10 +80,10 @@ def _small_cnn(name, n_clients):
 @pytest.mark.slow
 @pytest.mark.parametrize("source", ["estimate", "problem"])
 def test_check_on_the_cnn_labels_estimated_constants(tmp_path, source, monkeypatch, capsys):
-    import verify.commands.check
+    import verify.cli.commands.check
     from verify import cli
 
-    monkeypatch.setattr(verify.commands.check, "build_problem", _small_cnn)
+    monkeypatch.setattr(verify.cli.commands.check, "build_problem", _small_cnn)
     code = cli.main(["check", "--problem", "cnn-digits", "--algorithms", "fedsum", "--patterns", "P1", "--clients", "4",
                      "--rounds", "4", "--seeds", "2", "--constants", source, "--no-progress", "-o", str(tmp_path)])
     out, err = capsys.readouterr()

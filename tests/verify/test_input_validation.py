@@ -422,7 +422,7 @@ CHECK_BASE = ["check", "-T", "3", "--seeds", "1", "--algorithms", "fedavg", "--p
 def _check_options():
     from algorithms import names
     from participation.patterns import preset_aliases, preset_names
-    from verify.catalogue import PROBLEMS
+    from verify.choices import PROBLEMS
 
     presets = set(preset_names()) | set(preset_aliases())
     return {
@@ -521,7 +521,7 @@ def _bound_options():
 
 @pytest.mark.parametrize("option", list(_bound_options()))
 def test_bound_refuses_each_hostile_value(hostile, option):
-    from verify.commands.bound import example
+    from verify.cli.commands.bound import example
 
     strategy = _bound_options()[option]
     base = ["bound", "fedsum.theorem_4_1", *example("fedsum.theorem_4_1").split()]
@@ -645,7 +645,7 @@ def test_reported_messages_name_the_bad_value(hostile, argv, fragment):
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 def test_a_fifo_given_as_a_trace_is_named(hostile):
     from verify.cli import build_parser
-    from verify.commands import trace_or_presets
+    from verify.cli.commands import trace_or_presets
 
     with inside(hostile):
         assert_refused(["check", "--patterns", "fifo.json", "-N", "4"], "is a FIFO")
@@ -671,8 +671,8 @@ def test_an_output_file_that_is_a_folder_is_refused_before_the_work(hostile):
 
 
 def test_writable_folder_probes_with_a_named_file(tmp_path):
-    from verify.commands import writable_folder
-    from verify.usage import UsageError
+    from verify.cli.commands import writable_folder
+    from verify.cli.usage import UsageError
 
     writable_folder(tmp_path / "new", "--output")
     assert (tmp_path / "new").is_dir() and not list((tmp_path / "new").iterdir())
@@ -707,11 +707,11 @@ def test_an_undecodable_name_is_printed_escaped(tmp_path):
 
 
 def test_delays_trace_and_presets_together_are_refused(tmp_path):
-    """`delays --trace F P1` ran F and ignored P1: verify/commands/delays.py calls
+    """`delays --trace F P1` is refused, not run on F alone: verify/cli/commands/delays.py calls
     ``trace_or_presets(args)`` first in its ``run``."""
     from verify.cli import build_parser
-    from verify.commands import trace_or_presets
-    from verify.usage import UsageError
+    from verify.cli.commands import trace_or_presets
+    from verify.cli.usage import UsageError
 
     parse = build_parser().parse_args
     trace = str(Trace(np.eye(3, dtype=bool)).save(tmp_path / "t.csv"))

@@ -51,7 +51,7 @@ def test_traceback_flag_shows_the_traceback(plugin, tmp_path):
 
 
 def test_an_error_outside_the_plugin_is_not_named_as_the_plugins(plugin, tmp_path, monkeypatch):
-    import verify.commands.check as check_command
+    import verify.cli.commands.check as check_command
 
     def broken(*args, **kwargs):
         raise RuntimeError("an internal fault")

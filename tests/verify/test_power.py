@@ -20,7 +20,7 @@ from algorithms.problems import Quadratic
 from participation import Trace
 from participation.patterns import Bernoulli, Markov, Uniform
 from verify import check, check_run, theorems
-from verify.catalogue import THEOREM_LIST
+from verify.choices import THEOREM_LIST
 from verify.records import availability_of, record_from_history
 from verify.theorems.runner import make_plan
 

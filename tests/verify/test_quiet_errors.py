@@ -105,7 +105,7 @@ def test_check_paper_says_up_front_how_many_runs(tmp_path):
 
 
 def test_mc_to_a_precision_says_up_front_its_longest_time(monkeypatch, capsys):
-    import verify.commands as commands
+    import verify.cli.commands as commands
     from participation.patterns import preset
 
     monkeypatch.setattr(commands, "_mc_seconds", lambda pattern, rounds, reps, method="auto": reps * 0.01)

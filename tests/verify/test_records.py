@@ -21,7 +21,7 @@ from scipy import stats
 
 import algorithms
 import verify
-import verify.commands.check as check_command
+import verify.cli.commands.check as check_command
 from algorithms.problems import FunctionProblem, Quadratic
 from participation import Trace
 from verify import check_run

@@ -14,10 +14,11 @@ import pytest
 import algorithms
 from participation import Trace, preset
 from participation.expected import exact_tau_avg, monte_carlo
-from verify import catalogue, sweep
+from verify import choices
+from verify.sweep import runner as sweep
 from verify.checking import check
 from verify.cli import main
-from verify.executors import local_processes, open_executor
+from verify.sweep.executors import local_processes, open_executor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,7 +94,7 @@ def test_toml_and_json_specs_give_the_same_cells(tmp_path):
 
 def test_defaults_aliases_and_repeats(tmp_path):
     cells = sweep.expand({"check": {}})    # an empty table is `fedverify check`'s default run
-    assert len(cells) == len(catalogue.CHECK_ALGORITHMS) * 3
+    assert len(cells) == len(choices.CHECK_ALGORITHMS) * 3
     assert {c.config["rounds"] for c in cells} == {500} and {c.config["runs"] for c in cells} == {5}
     # names are canonical, so spellings of one cell share its key; a cell two tables produce runs once
     spec = {"check": [{"algorithms": "FedSUM_B", "patterns": "p1", "theorems": "theorem_4_1"},
@@ -207,7 +208,7 @@ def test_check_cell_is_fedverify_check(theorem):
     record = sweep.run_cell(cell)
     results = record["results"]
     problem, consts = sweep._problem_and_constants("quadratic", 5)
-    pattern = catalogue.scaled_preset("P2", 5)
+    pattern = choices.scaled_preset("P2", 5)
     expected = check("fedsum", problem, pattern, theorem, seeds=[3, 4, 5], rounds=15, local_steps=2,
                      constants=consts, trace_seed=1)
     assert results["noise_seeds"] == [3, 4, 5]

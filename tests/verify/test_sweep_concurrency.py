@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from verify import sweep
+from verify.sweep import runner as sweep
 
 from .test_sweep import env, same_numbers
 
@@ -22,7 +22,7 @@ SPEC = {"monte_carlo": {"patterns": ["P2", "case4"], "n_clients": 5, "rounds": [
 #: One sweep in its own process: every cell it runs is logged; it starts when GO exists.
 DRIVER = textwrap.dedent("""
     import json, os, sys, time
-    from verify import sweep
+    from verify.sweep import runner as sweep
     spec, out, log, go = sys.argv[1:5]
     real = sweep.run_cell
 
@@ -73,7 +73,7 @@ def test_two_sweeps_on_one_folder_split_the_cells(tmp_path):
 HOLDER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from verify.sweep import _Claims
+    from verify.sweep.runner import _Claims
     claims = _Claims(Path(sys.argv[1]))
     assert claims.take(sys.argv[2])
     print("held", flush=True)

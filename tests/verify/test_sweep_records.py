@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from verify import sweep
+from verify.sweep import runner as sweep
 from verify.cli import main
 
 SMALL = {"check": {"algorithms": "fedsum", "patterns": ["P1", "P2"], "n_clients": 5, "rounds": 10, "local_steps": 2,
@@ -95,7 +95,7 @@ def test_a_pipe_or_folder_in_place_of_a_record_neither_hangs_nor_stops_the_sweep
     code = textwrap.dedent(f"""
         import os, sys
         from pathlib import Path
-        from verify import sweep
+        from verify.sweep import runner as sweep
         spec = sweep.parse_spec({{"monte_carlo": {{"patterns": ["P2"], "n_clients": 5, "rounds": 10, "reps": 4,
                                                    "seeds": [0, 1, 2]}}}})
         keys = [c.key for c in sweep.iter_cells(spec)]

@@ -13,8 +13,8 @@ from concurrent.futures import InvalidStateError
 
 import pytest
 
-from verify import sweep
-from verify.executors import local_processes, open_executor, stop
+from verify.sweep import runner as sweep
+from verify.sweep.executors import local_processes, open_executor, stop
 
 from .test_sweep import env
 
@@ -119,7 +119,7 @@ def test_an_interrupt_swallowed_by_a_gc_callback_still_ends_the_sweep(tmp_path):
     "Exception ignored" and lost; the command raises it again, and ends in one line."""
     script = textwrap.dedent("""
         import gc, sys, time
-        from verify import sweep
+        from verify.sweep import runner as sweep
         from verify.cli import main
         real = sweep.run_sweep
 
@@ -144,7 +144,7 @@ def test_an_interrupt_swallowed_by_a_gc_callback_still_ends_the_sweep(tmp_path):
 #: ``fedverify sweep`` that says on stderr how many workers each pool it starts has.
 COUNTING_POOLS = textwrap.dedent("""
     import sys
-    from verify import executors
+    from verify.sweep import executors
     from verify.cli import main
 
     real = executors.local_processes
@@ -199,7 +199,7 @@ def test_process_pool_workers_are_born_deaf_to_ctrl_c():
     earlier by another pool would not have the mask."""
     script = textwrap.dedent("""
         import signal
-        from verify.executors import open_executor
+        from verify.sweep.executors import open_executor
         if __name__ == "__main__":
             with open_executor(processes=2) as executor:
                 masks = [executor.submit(signal.pthread_sigmask, signal.SIG_BLOCK, []).result() for _ in range(4)]

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from verify import sweep
+from verify.sweep import runner as sweep
 from verify.cli import main
 
 from .test_sweep import TINY, tomllib

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from verify.executors import LocalPool
+from verify.sweep.executors import LocalPool
 
 from .test_sweep import env
 

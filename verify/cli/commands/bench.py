@@ -15,6 +15,6 @@ def add_arguments(parser) -> None:
 
 def run(args) -> str:
     """The bench report."""
-    from ..bench import report
+    from ...bench import report
 
     return report(quick=args.quick, workers=args.workers)

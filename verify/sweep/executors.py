@@ -50,7 +50,7 @@ __all__ = ["open_executor", "default_processes", "local_processes", "LocalPool",
 #: Modules a forkserver imports once (torch among them), so that every worker it forks starts
 #: warm: a sweep's by default. A process has one forkserver, started by its first pool: later
 #: pools share it and what it imported.
-_PRELOAD = ("verify.checking", "verify.catalogue", "verify.sweep")
+_PRELOAD = ("verify.checking", "verify.choices", "verify.sweep.runner")
 #: ``prctl`` option (linux/prctl.h): the signal this process gets when its parent ends.
 _PR_SET_PDEATHSIG = 1
 

@@ -42,14 +42,14 @@ EXTRA_CONSTANTS = {"momentum": ("sigma_g2",), "logit": ("sigma2_surrogate",)}
 def theorems() -> dict:
     """Every theorem, corollary and lemma by name ("fedsum.theorem_4_1", ...): the function
     ``bound`` evaluates, read from the theorems' declarations (``verify.theorems``)."""
-    from ..theorems import THEOREMS
+    from ...theorems import THEOREMS
 
     return {name: t.evaluator for name, t in THEOREMS.items()}
 
 
 def example(name: str) -> str:
     """The working ``fedverify bound NAME ...`` argument line the theorem declares."""
-    from ..theorems import THEOREMS
+    from ...theorems import THEOREMS
 
     return THEOREMS[name].example
 
@@ -75,7 +75,7 @@ def _schedule(args, settings: dict):
 
 
 def _lookup_theorem(text: str):
-    from ..theorems import THEOREMS, get
+    from ...theorems import THEOREMS, get
 
     key = text.strip().lower()
     if "." not in key:          # a short name must name one theorem
@@ -188,7 +188,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> str:
     if args.list:
-        from ..catalogue import THEOREM_LIST
+        from ...choices import THEOREM_LIST
 
         return "\n".join(f"{name:24s} {line}" for name, line in THEOREM_LIST.items())
     import numpy as np
@@ -217,6 +217,6 @@ def run(args) -> str:
         raise UsageError(f"{name} returned {type(bound).__name__}, not a Bound")
     if args.latex:
         return bound.latex()
-    from ..report import bound_report
+    from ...report import bound_report
 
     return bound_report(name, bound, _shown(kwargs))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..catalogue import MAIN_PRESETS, REFERENCE_PRESETS, DefaultNames
+from ...choices import MAIN_PRESETS, REFERENCE_PRESETS, DefaultNames
 from ..usage import UsageError
 from . import announce, announce_mc, arguments, check_plot, require_trace_memory, show_progress, trace_or_presets
 
@@ -40,7 +40,7 @@ def _trace(args):
         log = load_events(args.trace)
         return log.to_trace(args.round_seconds, **rule), f"{Path(args.trace).name} ({args.round_seconds:g} s rounds, rule {args.rule})"
     if Path(args.trace).suffix.lower() == ".jsonl":        # a run record: its replied sets S_t
-        from ..records import load_record
+        from ...records import load_record
 
         record = load_record(args.trace)
         return record.trace, f"{Path(args.trace).name} (run record: the replied sets S_t)"
@@ -64,7 +64,7 @@ def check_report(trace, label: str) -> None:
     one line), and say how long it will take when that is more than 20 s. Loading a trace costs
     little even when it declares billions of cells (its mask is allocated as zeros); the report
     reads every cell several times."""
-    from ..budget import human_seconds, require_memory
+    from participation.budget import human_seconds, require_memory
 
     cells = trace.n_rounds * trace.n_clients
     size = f"{trace.n_rounds} round{'s' * (trace.n_rounds != 1)} × {trace.n_clients} clients"
@@ -125,7 +125,7 @@ def _drivers(mask, ids) -> list[str]:
 
 
 def _exact_or_dash(function, pattern, rounds) -> str:
-    from ..jobs import exact_or_none
+    from ...jobs import exact_or_none
 
     value = exact_or_none(function, pattern, rounds)
     return "—" if value is None else f"{value:.3f}"
@@ -174,7 +174,7 @@ def run(args) -> str:
         check_report(trace, label)
         lines = trace_report(trace, label)
         if args.plot:
-            from ..report import plot_delays
+            from ...report import plot_delays
 
             m = delay_metrics(trace)
             lines.append(f"plot: {plot_delays({label: m.tau}, args.plot, 'τ_t of ' + label)}")
@@ -200,7 +200,7 @@ def run(args) -> str:
                      f"{mc.tau_avg.mean:9.3f} ± {mc.tau_avg.stderr:5.3f} {_exact_or_dash(exact_tau_max, pattern, args.rounds):>10s} "
                      f"{mc.tau_max.mean:9.2f} ± {mc.tau_max.stderr:5.2f} {stated} {tightest}")
     if args.plot:
-        from ..report import plot_delays
+        from ...report import plot_delays
 
         series = {name: delay_metrics(p.sample(args.rounds, seed=args.seed)).tau for name, p in patterns.items()}
         lines.append(f"plot: {plot_delays(series, args.plot, f'τ_t of one trace per preset (seed {args.seed})')}")

@@ -2,7 +2,7 @@
 and ``run(args) -> str`` (the text to print); ``verify.cli`` lists the commands and builds the
 parser from these declarations. Every command module is imported to build the parser, ``--help``
 included, so a module imports numpy, torch or the sweep only inside the functions that need them;
-the argument types several commands share are in ``verify.commands.arguments``.
+the argument types several commands share are in ``verify.cli.commands.arguments``.
 
 What several commands need to run lives here: a line on stderr before long work, progress
 only on a terminal, memory refusals for traces and Monte-Carlo runs, plugins, and the checks
@@ -65,7 +65,7 @@ def trace_bytes(rounds: int, n_clients: int) -> int:
 
 
 def require_trace_memory(name: str, rounds: int, n_clients: int) -> None:
-    from ..budget import require_memory
+    from participation.budget import require_memory
 
     require_memory(trace_bytes(rounds, n_clients), f"{name} at T={rounds}: one trace of {rounds} rounds × {n_clients} clients")
 
@@ -73,7 +73,7 @@ def require_trace_memory(name: str, rounds: int, n_clients: int) -> None:
 def require_mc_memory(reps: int) -> None:
     """Refuse a Monte-Carlo run whose per-replicate results (τ_max and τ_avg of every
     replicate, kept for the quantiles, and their sorted copies) exceed the memory limit."""
-    from ..budget import require_memory
+    from participation.budget import require_memory
 
     require_memory(64 * reps, f"{reps} replicates' τ_max and τ_avg")
 
@@ -116,7 +116,7 @@ def announce_mc(name: str, pattern, rounds: int, reps: int, workers: int = 1, me
     while of its own."""
     from participation.expected import check_monte_carlo
 
-    from ..budget import human_seconds
+    from participation.budget import human_seconds
 
     check_monte_carlo(pattern, rounds, reps, method=method)
     if pattern.n_clients > TIMING_CELLS:
@@ -139,7 +139,7 @@ def check_plot(path, flag: str = "--plot") -> None:
     if path is None:
         return
     path = Path(check_path(path, flag))
-    from ..report import plot_format
+    from ...report import plot_format
 
     plot_format(path)
     if path.is_dir():
@@ -222,7 +222,7 @@ def trace_or_presets(args) -> None:
     error; --round-seconds, --rule, --fraction and --clients only apply to --trace; an empty
     --trace names nothing; a FIFO, folder or link loop is named for what it is without being
     opened (reading a FIFO would block the command)."""
-    from ..catalogue import DefaultNames
+    from ...choices import DefaultNames
 
     if args.trace is not None:
         check_path(args.trace, "--trace")

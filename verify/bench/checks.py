@@ -21,16 +21,16 @@ def _timed(fn):
 
 
 def _check_args(extra: list[str]):
-    from .cli import build_parser
+    from ..cli import build_parser
 
     return build_parser().parse_args(["check", *extra])
 
 
 def _compute(args):
     """The rows of ``fedverify check`` with these arguments (no report, no files)."""
-    from .catalogue import build_problem
-    from .commands.check import _check_inputs, compute_rows
-    from .constants import estimate_constants, problem_constants
+    from ..choices import build_problem
+    from ..cli.commands.check import _check_inputs, compute_rows
+    from ..constants import estimate_constants, problem_constants
 
     tables, device, n_clients, _, hparams = _check_inputs(args)
     problem = build_problem(args.problem, n_clients)
@@ -44,8 +44,8 @@ def _measured(results) -> list:
 
 def check_ratio(title: str, extra: list[str], workload: str):
     """``fedverify check`` with ``extra`` arguments: batched against one run at a time."""
-    from .bench import Ratio
-    from .theorems.runner import one_by_one
+    from .rows import Ratio
+    from ..theorems.runner import one_by_one
 
     args = _check_args(extra)
     fast, (_, batched, _) = _timed(lambda: _compute(args))
@@ -65,8 +65,8 @@ def rounds_per_second_ratio(quick: bool = False, rounds: int | None = None):
     import algorithms
     from participation import preset
 
-    from .bench import Ratio
-    from .catalogue import build_problem
+    from .rows import Ratio
+    from ..choices import build_problem
 
     rounds = rounds or (100 if quick else 500)
     problem = build_problem("quadratic", 20)
@@ -86,9 +86,9 @@ def rounds_per_second_ratio(quick: bool = False, rounds: int | None = None):
 def conformance_ratio(quick: bool = False, examples: int | None = None):
     """A conformance search of FedSUM Thm 4.1 (FedSUM, 5 seeds a case; 12 cases, 4 with
     ``quick``, or ``examples``), batched against one run at a time."""
-    from .bench import Ratio
-    from .counterexamples import conformance
-    from .theorems.runner import one_by_one
+    from .rows import Ratio
+    from ..counterexamples import conformance
+    from ..theorems.runner import one_by_one
 
     examples = examples or (4 if quick else 12)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..sweep_spec import SPEC_FORMAT
+from ...sweep.spec import SPEC_FORMAT
 from ..usage import UsageError
 from . import arguments
 
@@ -100,8 +100,8 @@ def run(args) -> str:
     import signal
     import warnings
 
-    from .. import sweep
-    from ..executors import default_processes, open_executor
+    from ...sweep import runner as sweep
+    from ...sweep.executors import default_processes, open_executor
 
     if args.example:
         return sweep.EXAMPLE_SPEC.rstrip("\n")

@@ -1,11 +1,11 @@
 """``fedverify mc``: E[τ_max] and E[τ_avg] per preset with confidence intervals and quantiles.
 
 ``--workers N`` runs the replicates on the sweep's local process pool
-(``verify.executors.open_executor``): workers deaf to Ctrl-C, stopped at once on an
+(``verify.sweep.executors.open_executor``): workers deaf to Ctrl-C, stopped at once on an
 interrupt, dying with this process however it ends, and never more of them than replicates."""
 from __future__ import annotations
 
-from ..catalogue import MC_METHODS
+from ...choices import MC_METHODS
 from ..usage import UsageError
 from . import announce_mc, arguments, check_plot, parse_setting, require_mc_memory, show_progress
 
@@ -27,7 +27,7 @@ def _pattern(name, args):
 
 
 def _mc_case(name, args, executor) -> dict:
-    from ..jobs import delay_case
+    from ...jobs import delay_case
 
     pattern = _pattern(name, args)
     shared = dict(executor=executor, confidence=args.confidence, keep_samples=bool(args.plot),
@@ -87,7 +87,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> str:
-    from ..executors import open_executor
+    from ...sweep.executors import open_executor
 
     if not 0 < args.confidence < 1:
         raise UsageError(f"--confidence must lie in (0, 1), got {args.confidence}")
@@ -112,7 +112,7 @@ def run(args) -> str:
     lines = [line for case in cases for line in _mc_lines(case, args)]
     lines.append("paper bound: FedSUM App. F on E[τ_max] as stated; it bounds E[τ_avg] too, since τ_avg ≤ τ_max")
     if args.plot:
-        from ..report import plot_mc
+        from ...report import plot_mc
 
         lines.append(f"plot: {plot_mc(cases, args.plot)}")
     return "\n".join(lines)

@@ -27,7 +27,7 @@ table's lists, summed over the tables (an upper bound: two tables may share cell
 of more than ``max_cells`` cells (default ``MAX_CELLS`` = 100,000) is refused with the count
 and the limit; write ``max_cells = N`` at the top of the spec to allow more. The cells
 themselves are never all held at once (they stream to the workers, a few per worker in
-flight); the table of results is, about 4 KiB a cell, within ``verify.budget``'s memory
+flight); the table of results is, about 4 KiB a cell, within ``participation.budget``'s memory
 limit, and so is each table's largest cell (its trace and history, problem and noise seeds'
 results for a check, ``check_monte_carlo`` for a Monte-Carlo job), checked with the names
 before any cell runs and refused in one line naming the table and the cell's fields. A spec file is at most 4 MiB and nests at most ``MAX_SPEC_DEPTH`` (16) arrays or
@@ -46,7 +46,7 @@ ends: the claim file a ``kill -9`` leaves behind holds no lock and is simply tak
 
 Spec format
 -----------
-``verify.sweep_spec.SPEC_FORMAT`` (``fedverify sweep --help`` prints it).
+``verify.sweep.spec.SPEC_FORMAT`` (``fedverify sweep --help`` prints it).
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from .executors import LocalPool
-from .report import number, write_csv, write_json
+from ..report import number, write_csv, write_json
 
 try:
     import fcntl
@@ -190,7 +190,7 @@ def _fraction(low: float, high: float, closed_low: bool):
 
 
 def _check_defaults() -> dict:
-    from .catalogue import CHECK_ALGORITHMS, DEFAULT_CLIENTS, MAIN_PRESETS
+    from ..choices import CHECK_ALGORITHMS, DEFAULT_CLIENTS, MAIN_PRESETS
 
     return {"problems": ("quadratic",), "algorithms": CHECK_ALGORITHMS, "patterns": MAIN_PRESETS,
             "theorems": ("fedsum.theorem_4_1",), "n_clients": (DEFAULT_CLIENTS,), "rounds": (500,),
@@ -198,7 +198,7 @@ def _check_defaults() -> dict:
 
 
 def _mc_defaults() -> dict:
-    from .catalogue import MAIN_PRESETS
+    from ..choices import MAIN_PRESETS
 
     return {"patterns": MAIN_PRESETS, "n_clients": (None,), "rounds": (2000,), "reps": (1000,), "seeds": (0,),
             "confidence": (0.95,)}
@@ -467,13 +467,13 @@ class _Resolver:
 
     def theorem(self, name: str) -> str:
         if name not in self.theorems:
-            from .checking import resolve_theorem
+            from ..checking import resolve_theorem
 
             self.theorems[name] = resolve_theorem(name).name
         return self.theorems[name]
 
     def problem(self, name: str) -> str:
-        from .catalogue import PROBLEMS
+        from ..choices import PROBLEMS
 
         if name not in PROBLEMS:
             raise ValueError(f"unknown problem {_short(name)}; choose from {', '.join(PROBLEMS)}")
@@ -495,7 +495,7 @@ class _Resolver:
     def _pattern(self, text: str, files: bool):
         from participation.patterns import preset_names
 
-        from .catalogue import TRACE_SUFFIXES, canonical
+        from ..choices import TRACE_SUFFIXES, canonical
 
         label = canonical(text)
         if label in preset_names():
@@ -517,7 +517,7 @@ def _scaled_pattern(name: str, n_clients: int | None):
     """Preset ``name`` (its own size when ``n_clients`` is None, else scaled like ``fedverify check``)."""
     from participation.patterns import preset
 
-    from .catalogue import scaled_preset
+    from ..choices import scaled_preset
 
     return preset(name) if n_clients is None else scaled_preset(name, n_clients)
 
@@ -543,7 +543,7 @@ def count_cells(spec) -> int:
 def _check_size(spec: Spec) -> int:
     """``count_cells(spec)``, or a one-line ValueError when it is above the spec's
     ``max_cells`` or the table of that many cells would not fit the memory budget."""
-    from .budget import require_memory
+    from participation.budget import require_memory
 
     n = count_cells(spec)
     if n > spec.max_cells:
@@ -628,14 +628,14 @@ def _check_cell_sizes(tables: Sequence[_Table], file_rounds: Mapping[str, int]) 
 
 def _refuse_cells(where: str, fields: Mapping, nbytes: float, what: str) -> None:
     """``require_memory`` for the cells of table ``where`` with these ``fields`` (name → value)."""
-    from .budget import require_memory
+    from participation.budget import require_memory
 
     cells = ", ".join(f"{key} = {_short(value)}" for key, value in fields.items())
     require_memory(nbytes, f"{where} cells with {cells}: {what}")
 
 
 def _check_run_sizes(where: str, axes: Mapping, file_rounds: Mapping[str, int]) -> None:
-    from .catalogue import problem_bytes
+    from ..choices import problem_bytes
 
     n, rounds, runs = max(axes["n_clients"]), max(axes["rounds"]), max(axes["runs"])
     run = max(rounds if path is None else min(rounds, file_rounds[path]) for _, _, path in axes["patterns"])
@@ -734,8 +734,8 @@ def _one_torch_thread():
 @lru_cache(maxsize=4)
 def _problem_and_constants(name: str, n_clients: int):
     """The named problem with ``n_clients`` and its constants, as ``fedverify check`` builds them."""
-    from .catalogue import build_problem
-    from .constants import estimate_constants
+    from ..choices import build_problem
+    from ..constants import estimate_constants
 
     problem = build_problem(name, n_clients)
     return problem, estimate_constants(problem)
@@ -767,7 +767,7 @@ def _final_values(history, problem) -> tuple[float, float | None]:
 def _run_check(cell: Cell) -> dict:
     from participation import Trace
 
-    from .jobs import check_cell
+    from ..jobs import check_cell
 
     c = cell.config
     problem, consts = _problem_and_constants(c["problem"], c["n_clients"])
@@ -786,7 +786,7 @@ def _run_check(cell: Cell) -> dict:
 
 
 def _run_monte_carlo(cell: Cell) -> dict:
-    from .jobs import delay_case
+    from ..jobs import delay_case
 
     c = cell.config
     pattern = _scaled_pattern(c["pattern"], c["n_clients"])
@@ -1372,7 +1372,7 @@ def run_sweep(spec, output, *, executor: Executor | None = None, progress: bool 
     A cell another sweep on the same folder has claimed is left to it, and waited for: when
     this returns, every cell is done (or failed), whoever ran it.
 
-    ``executor``: any ``concurrent.futures.Executor`` (see ``verify.executors``), or None to
+    ``executor``: any ``concurrent.futures.Executor`` (see ``verify.sweep.executors``), or None to
     run in this process; a ``LocalPool`` (what ``open_executor(processes=N)`` gives) starts
     no more workers than there are cells still to run, and none when none is. ``progress``:
     a tqdm bar of cells done (None: only on a terminal). Raises ``SweepError`` after the

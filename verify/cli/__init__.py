@@ -1,6 +1,6 @@
 """The ``fedverify`` command (also ``python -m verify``): the parser and the dispatch.
 
-The commands are listed once, in :data:`COMMANDS`; each is a module of ``verify.commands``
+The commands are listed once, in :data:`COMMANDS`; each is a module of ``verify.cli.commands``
 (``check-run`` is ``check_run``) that declares ``HELP`` (its line in ``fedverify --help``),
 ``add_arguments(parser)`` (its options), ``run(args) -> str`` (the text to print) and, where it
 has one, ``DESCRIPTION`` (and ``FORMATTER_CLASS``) for ``fedverify COMMAND --help``. A command
@@ -38,7 +38,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def command_module(name: str):
-    """The module of ``verify.commands`` that declares and runs command ``name``."""
+    """The module of ``verify.cli.commands`` that declares and runs command ``name``."""
     return import_module(f".commands.{name.replace('-', '_')}", __package__)
 
 
@@ -87,7 +87,7 @@ def _main(argv=None) -> int:
         _say(f"fedverify: error: {_cut(one_line(err))}", sys.stderr)
         return 2
     except MemoryError:
-        from .budget import ENV_MEMORY
+        from participation.budget import ENV_MEMORY
 
         _say(f"fedverify: error: out of memory; choose smaller sizes (the command's own limit is set by {ENV_MEMORY})",
              sys.stderr)

@@ -176,7 +176,7 @@ def _server_app(mask: np.ndarray, initial: torch.Tensor, out: dict) -> ServerApp
 
     @app.main()
     def main(grid: Grid, context) -> None:
-        from .flower import wait_for_nodes
+        from ..flower import wait_for_nodes
 
         nodes = wait_for_nodes(grid, mask.shape[1], 300.0)
         replies = list(grid.send_and_receive([Message(RecordDict(), dst_node_id=node, message_type=MessageType.QUERY)
@@ -233,7 +233,7 @@ def run_flower(factory, trace, eta_l: float, local_steps: int, seed: int = 0, cp
                "init_args": {"num_cpus": int(cpus), "num_gpus": 0, "include_dashboard": False,
                              "logging_level": logging.ERROR, "log_to_driver": False}}
     out: dict = {}
-    from .flower import quiet_engine
+    from ..flower import quiet_engine
 
     with quiet_engine():
         start = time.perf_counter()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..catalogue import EXPERIMENT_ROUNDS
+from ...choices import EXPERIMENT_ROUNDS
 from ..usage import UsageError
 from . import announce, arguments, device, load_plugins, progress_line, show_progress, writable_folder
 
@@ -92,7 +92,7 @@ def run(args) -> str:
     options = dict(local_steps=args.local_steps, seed=args.seed, device=args.device,
                    local_schedule=None if args.constant_rate else "sqrt", record_every=args.record_every)
     tune_rounds = args.tune_rounds or min(500, args.rounds)
-    from ..budget import human_seconds
+    from participation.budget import human_seconds
 
     tuning = []
     if args.tune:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..catalogue import (CHECK_ALGORITHMS, CONSTANT_SOURCES, DEFAULT_CLIENTS, MAIN_PRESETS, PAPERS,
+from ...choices import (CHECK_ALGORITHMS, CONSTANT_SOURCES, DEFAULT_CLIENTS, MAIN_PRESETS, PAPERS,
                          PROBLEMS, DefaultNames, build_problem, is_trace_file, resolve_patterns, split_names,
                          trace_clients)
 from ..usage import UsageError
@@ -90,7 +90,7 @@ def _curve(result):
     """Running mean (1/t) Σ_{s<t} ‖∇f(x_s)‖² of the first run, when that is the measured quantity; else empty."""
     import numpy as np
 
-    from ..verdicts import AVERAGE_GRAD_NORM2
+    from ...verdicts import AVERAGE_GRAD_NORM2
 
     if result.lhs != AVERAGE_GRAD_NORM2 or result.first_run is None:
         return np.zeros(0)
@@ -99,7 +99,7 @@ def _curve(result):
 
 
 def _theorem(name: str):
-    from ..theorems import get
+    from ...theorems import get
 
     try:
         theorem = get(name)
@@ -111,7 +111,7 @@ def _theorem(name: str):
 
 def _plan(args) -> list[tuple[object, list[str], list[str]]]:
     """(theorem, algorithm names, pattern names) per table."""
-    from ..theorems import THEOREMS
+    from ...theorems import THEOREMS
 
     if args.paper:
         if args.theorem != "fedsum.theorem_4_1":
@@ -155,7 +155,7 @@ def _announce_check(tables, problem, args, device, hparams) -> None:
     import algorithms
     from participation import Trace
 
-    from ..budget import human_seconds
+    from participation.budget import human_seconds
 
     short, steps = min(args.rounds, 10), min(args.local_steps, 5)    # bounded: a huge K is scaled, not run
     per_batch: dict = {}
@@ -252,8 +252,8 @@ def _state_cafed_constants(paths, result, problem) -> None:
     """Write into each record of a CA-Fed row the constants its plan measured on the problem (F*,
     F_B* at the record's own weights, ε_bias, Γ, Γ', μ, diam(W)) and its step-size exponent, so
     that ``check-run`` judges the records alone."""
-    from ..records import amend_header, load_record
-    from ..theorems.cafed import record_constants
+    from ...records import amend_header, load_record
+    from ...theorems.cafed import record_constants
 
     records = [load_record(p) for p in paths]
     for path, constants in zip(paths, record_constants(result, problem, records)):
@@ -269,11 +269,11 @@ def compute_rows(args, tables, problem, consts, device, hparams, recorder=None):
     in batches (``verify.checking.check_many``)."""
     from participation import Trace
 
-    from ..checking import CallError, check_many
+    from ...checking import CallError, check_many
 
     def call(theorem, name, source, **extra):
         rounds = min(args.rounds, source.n_rounds) if isinstance(source, Trace) else args.rounds
-        return dict(algorithm=name, problem=problem, trace_or_pattern=source, bound=theorem, seeds=args.seeds,
+        return dict(algorithm=name, problem=problem, trace_or_pattern=source, theorem=theorem, seeds=args.seeds,
                     rounds=rounds, local_steps=args.local_steps, constants=consts, confidence=args.confidence,
                     device=device, hparams=hparams, **extra)
 
@@ -316,15 +316,15 @@ def algorithm_list() -> str:
 def run(args) -> str:
     from tqdm.auto import tqdm
 
-    from ..constants import estimate_constants, problem_constants
-    from ..report import (ADMISSIBLE_SUFFIX, CSV_FIELDS, check_figure_paths, check_footnotes, check_row, check_table,
+    from ...constants import estimate_constants, problem_constants
+    from ...report import (ADMISSIBLE_SUFFIX, CSV_FIELDS, check_figure_paths, check_footnotes, check_row, check_table,
                           json_row, plot_checks, write_csv, write_json)
 
     load_plugins(args.plugin)
     if args.list_algorithms:
         return algorithm_list()
     tables, device, n_clients, output, hparams = _check_inputs(args)
-    from ..budget import require_memory
+    from participation.budget import require_memory
 
     # per run: the trace (T × N booleans) and the history (a few float64 per round)
     require_memory(args.rounds * (n_clients + 64), f"check at T={args.rounds}, N={n_clients}: one run's trace and history")
@@ -344,7 +344,7 @@ def run(args) -> str:
     def recorder(theorem, algorithm_label, pattern_label, source):
         if args.record is None:
             return None
-        from ..records import algorithm_fields, availability_of, record_from_history
+        from ...records import algorithm_fields, availability_of, record_from_history
 
         constants = {"L": pc.L, "sigma2": pc.sigma2, "delta_f": pc.delta_f, "F0": pc.F0,
                      "source": f"fedverify problem {args.problem}: " + ("exact" if {"L", "sigma2", "delta_f", "F0"}

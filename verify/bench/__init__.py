@@ -4,7 +4,7 @@ Ratios (not seconds) are what the project tracks: both sides run on the same mac
 on the same input, one after the other, and the best of several repetitions is kept.
 The rows: delay metrics against the plain numpy form; Monte-Carlo E[τ_max] against a
 loop over freshly drawn traces; checks, paper tables, a conformance search and rounds per
-second with runs in batches against the same runs one at a time (``verify.bench_checks``);
+second with runs in batches against the same runs one at a time (``verify.bench.checks``);
 training rounds against a per-client loop with a torch
 module and optimiser per client; FedAvg against Flower's simulation engine on the same
 workload (when ``fedverify[flower]`` is installed); and, where a CUDA device is present,
@@ -25,43 +25,9 @@ from participation.expected import monte_carlo
 from participation.expected.montecarlo import clear_table_caches
 from participation.patterns import Bernoulli, ReshuffledCyclic, Sine, Uniform
 
+from .rows import Ratio, Skipped, _duration
+
 FLOWER_HINT = "install fedverify[flower]"
-
-
-@dataclass(frozen=True)
-class Ratio:
-    """``baseline_seconds / fast_seconds`` on one workload; ``baseline`` names the slower
-    side, ``note`` carries what else was measured alongside (a line of its own)."""
-
-    name: str
-    workload: str
-    baseline_seconds: float
-    fast_seconds: float
-    baseline: str = "straightforward"
-    note: str = ""
-
-    @property
-    def speedup(self) -> float:
-        return self.baseline_seconds / self.fast_seconds
-
-    def report(self) -> str:
-        return (f"{self.name}: {self.speedup:.1f}x  ({self.workload}; {self.baseline} "
-                f"{_duration(self.baseline_seconds)}, fedverify {_duration(self.fast_seconds)})")
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A row that could not be measured here, and why."""
-
-    name: str
-    reason: str
-
-    def report(self) -> str:
-        return f"{self.name}: skipped ({self.reason})"
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms" if seconds < 10 else f"{seconds:.2f} s"
 
 
 def straightforward_per_round_delay(mask: np.ndarray) -> np.ndarray:
@@ -512,7 +478,7 @@ def _best_time(fn, repeats: int = 3, enough: float = 2.0) -> float:
 
 
 def run_all(quick: bool = False, workers: int = 1) -> list[Ratio | Skipped]:
-    from .bench_checks import batch_ratios
+    from .checks import batch_ratios
 
     return [delay_metrics_ratio(quick=quick), *monte_carlo_ratios(quick=quick, workers=workers), *batch_ratios(quick),
             *training_round_ratios(quick=quick), cnn_local_step_ratio(quick=quick), flower_ratio(quick=quick),

@@ -73,8 +73,8 @@ def run(args) -> str:
     if not 0.5 <= args.confidence < 1:
         raise UsageError(f"--confidence must lie in [0.5, 1), got {args.confidence}")
     load_plugins(args.plugin)
-    from ..record_checks import check_run
-    from ..report import write_json
+    from ...record_checks import check_run
+    from ...report import write_json
 
     result = check_run([str(p) for p in args.records], args.theorem, constants=_constants(args),
                        confidence=args.confidence)
@@ -82,7 +82,7 @@ def run(args) -> str:
              f"K={result.local_steps}, algorithm {result.algorithm}", str(result)]
     lines += [f"  {c}" for c in result.conditions if not c.holds]
     if result.extras:
-        from ..report import side_quantities
+        from ...report import side_quantities
 
         lines += side_quantities([{"algorithm": result.algorithm, "pattern": "records",
                                    "result": {"extras": result.extras}}])
