@@ -68,10 +68,10 @@ _N_CLASSES = 10
 
 
 def __getattr__(name):
-    """``digits`` and ``dirichlet_partition`` re-exported from ``problems.data`` on first
+    """``digits`` and ``dirichlet_partition`` re-exported from ``problems.client_data`` on first
     use, so importing this module pulls in numpy only."""
     if name in ("digits", "dirichlet_partition"):
-        from .problems import data as _problem_data
+        from .problems import client_data as _problem_data
 
         return getattr(_problem_data, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -129,7 +129,7 @@ def _as_float(images: np.ndarray) -> np.ndarray:
 
 
 def _load_digits(split: str):
-    from .problems.data import digits
+    from .problems.client_data import digits
 
     X, y = digits()  # (1797, 64) in [0, 1]
     test = np.arange(y.size) % 5 == 4
@@ -438,7 +438,7 @@ def partition(labels, n_clients: int, alpha: float, seed=0, min_size: int = 1,
     Same seed (None | int | Generator) ⇒ same partition. Returns N sorted int64 index arrays.
     """
     if samples_per_client is None:
-        from .problems.data import dirichlet_partition
+        from .problems.client_data import dirichlet_partition
 
         return dirichlet_partition(labels, n_clients, alpha, seed=seed, min_size=min_size)
     labels = np.asarray(labels)

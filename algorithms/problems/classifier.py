@@ -31,7 +31,7 @@ from torch.func import functional_call, grad, vmap
 
 from . import grouped, models
 from .base import ProblemConstants
-from .data import ClientData, ClientDataProblem, digits, dirichlet_partition, synthetic_classification
+from .client_data import ClientData, ClientDataProblem, digits, dirichlet_partition, synthetic_classification
 from .logistic import _check_batch, _check_nonneg
 from participation.validation import integer
 

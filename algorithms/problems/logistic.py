@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import ProblemConstants
-from .data import ClientData, ClientDataProblem, digits, dirichlet_partition, synthetic_classification
+from .client_data import ClientData, ClientDataProblem, digits, dirichlet_partition, synthetic_classification
 from participation.validation import finite_real, integer
 
 __all__ = ["Logistic"]

@@ -18,7 +18,7 @@ first on again C − r rounds later, so its first selection at or after x is x +
 
 periodic in x with period C (h_i = 0 when a_i = C). Hence c(x) = min(x + g(x mod C), T) with
 g(y) = max_i h_i(y), unless some a_i = 0 (then c ≡ T: τ_t = t + 1, τ_max = T,
-τ_avg = (T + 1)/2, as in :mod:`.availability`).
+τ_avg = (T + 1)/2, as in :mod:`.availability_laws`).
 
 g in O(N + C). On one period, h_i is a ramp of slope −1 from C − a_i at its start
 s_i = (a_i − φ_i) mod C down to 1, then 0 until the next start: h_i(y) = K_i − y on

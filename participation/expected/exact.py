@@ -20,8 +20,8 @@ import numpy as np
 from ..delays import per_round_delay
 from ..patterns import Cyclic, OnOffCycles, Pattern, ReshuffledCyclic, Uniform
 from ..patterns.base import require_pattern
-from . import availability, independent, reshuffled, sampling
-from ._budget import require
+from . import availability_laws, independent_laws, reshuffled, sampling_laws
+from ._limits import require
 from .units import units_of
 from ..validation import integer
 
@@ -42,7 +42,7 @@ def _deterministic_delays(pattern: Pattern, rounds: int) -> np.ndarray:
     """τ_t of a pattern that draws nothing (Cyclic, Replay): its own expectation. Cyclic has
     a closed form; any other is sampled once (its T × N mask, checked against the budget)."""
     if isinstance(pattern, Cyclic):
-        return sampling.cyclic_tau_t(pattern, rounds)
+        return sampling_laws.cyclic_tau_t(pattern, rounds)
     n = pattern.n_clients
     require(f"the delays of {type(pattern).__name__} over {rounds} rounds ({rounds} × {n} trace)",
             rounds * (n + 32 * -(-n // 64) + 16), rounds * n * 2e-9)
@@ -55,7 +55,7 @@ def _instance_of(cls) -> Callable[[Pattern, int], Pattern | None]:
 
 
 def _never_available(pattern: Pattern, rounds: int):
-    clients = availability.never_available_clients(pattern, rounds)
+    clients = availability_laws.never_available_clients(pattern, rounds)
     return clients if clients.size else None
 
 
@@ -72,20 +72,20 @@ FAMILIES = (
                 lambda pattern, rounds, delays: delays.astype(float),
                 lambda pattern, rounds, delays: (np.arange(1, rounds + 1) <= delays.max()).astype(float)),
     ExactFamily("never-available client", _never_available,
-                lambda pattern, rounds, clients: availability.never_available_tau_t(rounds),
-                lambda pattern, rounds, clients: availability.never_available_tau_max_tail(rounds)),
+                lambda pattern, rounds, clients: availability_laws.never_available_tau_t(rounds),
+                lambda pattern, rounds, clients: availability_laws.never_available_tau_max_tail(rounds)),
     ExactFamily("independent units", units_of,
-                lambda pattern, rounds, units: independent.expected_tau_t(
+                lambda pattern, rounds, units: independent_laws.expected_tau_t(
                     units, f"exact E[τ_t] for {type(pattern).__name__} at T={rounds}"),
-                lambda pattern, rounds, units: independent.tau_max_tail(
+                lambda pattern, rounds, units: independent_laws.tau_max_tail(
                     units, f"exact E[τ_max] for {type(pattern).__name__}")),
     ExactFamily("on/off cycles", _instance_of(OnOffCycles),
-                lambda pattern, rounds, _: availability.on_off_tau_t(pattern, rounds),
-                lambda pattern, rounds, _: availability.on_off_tau_max_tail(pattern, rounds)),
+                lambda pattern, rounds, _: availability_laws.on_off_tau_t(pattern, rounds),
+                lambda pattern, rounds, _: availability_laws.on_off_tau_max_tail(pattern, rounds)),
     ExactFamily("uniform", _instance_of(Uniform),
-                lambda pattern, rounds, _: sampling.uniform_tau_t(pattern, rounds), None),
+                lambda pattern, rounds, _: sampling_laws.uniform_tau_t(pattern, rounds), None),
     ExactFamily("reshuffled cyclic", _instance_of(ReshuffledCyclic),
-                lambda pattern, rounds, _: sampling.reshuffled_tau_t(pattern, rounds), None),
+                lambda pattern, rounds, _: sampling_laws.reshuffled_tau_t(pattern, rounds), None),
     ExactFamily("reshuffled cyclic, own draws", _own_reshuffled,
                 None, lambda pattern, rounds, _: reshuffled.reshuffled_tau_max_tail(pattern, rounds)),
 )

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 
 from ..patterns import Cyclic, IndependentPattern, Pattern, ReshuffledCyclic, Uniform
-from .availability import never_available_clients
+from .availability_laws import never_available_clients
 from .units import known_constant, probability_chunks
 from ..validation import integer
 

@@ -94,7 +94,7 @@ so its relative error is about K·2^−52. There are C(m − E + R, R) states pe
 and thresholds run up to the L of :func:`reshuffled_tau_max_bound` (the neglected tail
 Σ_{l>L} P(τ_max ≥ l) is below 1e-13), so this is for small R: N = 10, S = 4 (R = 2),
 T = 1000 takes 0.7 s; N = 11, S = 4 (R = 3) about a minute, and is refused under the
-default time limit (:mod:`._budget`) with a pointer to the bound.
+default time limit (:mod:`._limits`) with a pointer to the bound.
 
 3. A bound for every case: :func:`reshuffled_tau_max_bound` (proof in its docstring)
 ------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..patterns import ReshuffledCyclic
-from ._budget import require
+from ._limits import require
 from ..validation import integer
 
 __all__ = ["TauMaxLaw", "reshuffled_tau_max_law", "reshuffled_exact_tau_max", "reshuffled_tau_max_tail",
@@ -201,7 +201,7 @@ def reshuffled_tau_max_law(pattern: ReshuffledCyclic, rounds: int, *, exact: boo
       for τ_max ≥ L, which differs from τ_max = L by less than 1e-13 (with ``exact=True``
       L = T: no truncation). Refused, with a ValueError pointing to
       :func:`reshuffled_tau_max_bound`, when the chain exceeds the limits of
-      :mod:`._budget` (R ≥ 3 mostly).
+      :mod:`._limits` (R ≥ 3 mostly).
 
     ``exact=True`` gives Fractions (big integers of about K·log2(N!) bits: for small
     cases). Floats: each probability within 1e-15 in the first case, and within about
@@ -266,7 +266,7 @@ def reshuffled_exact_tau_max(pattern: ReshuffledCyclic, rounds: int) -> float:
 
 
 def _require(pattern: ReshuffledCyclic, rounds: int, what: str, exact: bool) -> None:
-    """The budget rule of :mod:`._budget`: E values, each a few products of big integers of
+    """The budget rule of :mod:`._limits`: E values, each a few products of big integers of
     b = log2(N!) bits (and, with ``exact``, Fractions of about K·b bits)."""
     n, s, epoch, full, _ = _shape(pattern, rounds)
     bits = math.lgamma(n + 1) / _LN2

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..patterns import Bernoulli, BiasedGroups, IndependentPattern, Markov, Pattern
-from ._budget import human_bytes, require
+from ._limits import human_bytes, require
 
 #: Cells (rounds × clients) of probabilities read at a time.
 CHUNK_CELLS = 1 << 22

@@ -11,7 +11,7 @@ from hypothesis import given, strategies as st
 
 from algorithms.noise import NoiseStream
 from algorithms.problems import Classifier, Logistic
-from algorithms.problems.data import digits, dirichlet_partition, synthetic_classification
+from algorithms.problems.client_data import digits, dirichlet_partition, synthetic_classification
 
 
 def small_logistic(n_classes=3, batch_size=3, reg=0.05, intercept=True, seed=1):

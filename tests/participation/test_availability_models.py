@@ -1,5 +1,5 @@
 """Availability models (participation.patterns.availability) and their expected delays
-(participation.expected.availability): on/off cycles (FedAU's cyclic participation),
+(participation.expected.availability_laws): on/off cycles (FedAU's cyclic participation),
 diurnal day/night groups (Zhu et al., ICLR 2022), never-available clients, and selection
 among available clients.
 
@@ -20,7 +20,7 @@ from participation import delay_metrics
 from participation._random import keyed_uniforms
 from participation.expected import (exact_tau_avg, exact_tau_max, exact_tau_max_tail, exact_tau_t, monte_carlo,
                                     paper_tau_max_bound)
-from participation.expected.availability import on_off_longest_absence
+from participation.expected.availability_laws import on_off_longest_absence
 from participation.patterns import (Bernoulli, Diurnal, Markov, OnOffCycles, ReshuffledCyclic, Selected, Uniform,
                                     preset, preset_names)
 from participation.patterns.sampling import EPOCH_BLOCK

@@ -6,7 +6,7 @@ refusal were missing, the allocation would still be harmless (a few MiB).
 
 Exact expectations also hold their memory to what their units need (no rounds × clients table for
 time-constant probabilities) and refuse, before the work, what would take longer than
-FEDVERIFY_EXACT_SECONDS (participation.expected._budget).
+FEDVERIFY_EXACT_SECONDS (participation.expected._limits).
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from participation import delay_metrics
 from participation.expected import (exact_tau_avg, exact_tau_max, exact_tau_max_tail, exact_tau_t, monte_carlo,
                                     paper_tau_max_bound)
-from participation.expected.sampling import uniform_tau_t
+from participation.expected.sampling_laws import uniform_tau_t
 from participation.patterns import (Bernoulli, BiasedGroups, Cyclic, Markov, Pattern, ReshuffledCyclic, Sine, Uniform,
                                     preset)
 

@@ -7,7 +7,7 @@ import torch
 
 from algorithms.noise import NoiseStream
 from algorithms.problems import Classifier, Quadratic
-from algorithms.problems.data import dirichlet_partition, synthetic_classification
+from algorithms.problems.client_data import dirichlet_partition, synthetic_classification
 from verify.constants import Quantity, _variance, estimate_constants, hessian_spectral_norms, hvp_method
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..patterns import IndependentPattern, OnOffCycles, Pattern, Selected
-from ._budget import require
+from ._limits import require
 from .units import known_constant, probability_chunks
 
 

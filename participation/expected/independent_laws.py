@@ -48,7 +48,7 @@ rather than 1 − A_g(l) was 2.4e-10 off at Bernoulli(0.2, 100), T = 400.
 The recursion for τ_max runs in blocks of b ≤ l_0 rounds: within a block the lag-l terms
 come from earlier blocks, so the block is a prefix sum for S and a first-order linear scan
 for B, vectorised over the block and every row l. Its rows, memory and time are estimated
-from the sizes before anything is allocated (:mod:`._budget`).
+from the sizes before anything is allocated (:mod:`._limits`).
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ import math
 
 import numpy as np
 
-from ._budget import require
+from ._limits import require
 from .units import Units
 
 #: Bound on the neglected tail mass of each expectation.

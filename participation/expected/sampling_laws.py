@@ -8,8 +8,8 @@ import numpy as np
 from scipy.stats import hypergeom
 
 from ..patterns import Cyclic, ReshuffledCyclic, Uniform
-from ._budget import require
-from .independent import TAIL
+from ._limits import require
+from .independent_laws import TAIL
 
 
 def uniform_tau_t(pattern: Uniform, rounds: int) -> np.ndarray:
