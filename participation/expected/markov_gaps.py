@@ -38,8 +38,8 @@ _MAX_CHUNK = 256
 
 _MARKOV_STREAM = 0x6AC
 #: Pairs drawn at first per chain: the expected number needed to pass T plus this many standard
-#: deviations (and 2); the few chains that fall short draw more (measured: 2.5 is the fastest
-#: on CA-Fed's temporal mix, 5 drew 1.5 times the pairs needed).
+#: deviations (and 2); the few chains that fall short draw more. A larger spread draws pairs that
+#: are never used, a smaller one sends more chains back for more.
 MARKOV_SPREAD = 2.5
 
 
