@@ -26,12 +26,6 @@ TRACE_SUFFIXES = (".npz", ".csv", ".json")
 CHECK_ALGORITHMS = ("fedsum-b", "fedsum", "fedsum-cr", "fedavg", "scaffold")
 
 
-#: ``fedverify mc --method``: the values of ``participation.expected.monte_carlo``'s ``method``,
-#: ``montecarlo.METHODS`` (derived there from its ordered ``SAMPLERS``). Spelled here because
-#: ``--help`` must not import ``participation`` (numpy); a test keeps the two equal.
-MC_METHODS = ("auto", "trace", "gaps", "shifts", "epochs", "subsets", "cycles")
-
-
 EXPERIMENT_ROUNDS = 30
 
 

@@ -5,8 +5,8 @@ A sampler draws τ_max and τ_avg for chunks of replicates of the patterns it ap
 whether it applies (``applies`` returns what the sampler draws from, its *law*, or None),
 sizes the chunks with ``chunk_size`` and ``chunk_bytes`` before anything is drawn, and
 draws them with ``draw_chunk``. Adding a sampler is therefore one module with one object
-of this kind, plus its place in ``montecarlo.SAMPLERS`` (and, for a new method name, its
-spelling in ``verify.catalogue.MC_METHODS``, which ``--help`` reads without importing numpy).
+of this kind, plus its place in ``montecarlo.SAMPLERS``; ``montecarlo.METHODS`` and
+``fedverify mc --method`` read their names from there.
 
 Several samplers may answer to one ``method`` name ("gaps" covers constant, Markov,
 periodic and other time-varying probabilities): an explicit method takes the first of its

@@ -91,7 +91,7 @@ def test_mc_names_its_method_and_takes_preset_settings(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["mc", "P1", "--method", "shifts"], "method='shifts' needs a ReshuffledCyclic pattern"),
-    (["mc", "P1", "--method", "fast"], "invalid choice"),
+    (["mc", "P1", "--method", "fast"], "--method 'fast' is not one of auto, trace"),
     (["mc", "P1", "--set", "colour=3"], "preset 'P1' does not take these options: ['colour']"),
     (["mc", "P1", "--set", "n_clients"], "--set expects NAME=VALUE"),
     (["mc", "P1", "--set", "n_clients=-3"], "n_clients"),
@@ -102,11 +102,16 @@ def test_mc_refuses_a_bad_method_or_setting(argv, message, capsys):
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_mc_method_choices_are_monte_carlos():
+def test_mc_methods_are_monte_carlos_own(capsys):
+    """--method takes what monte_carlo takes, read from it: a name it lacks is one line listing them."""
     from participation.expected.montecarlo import METHODS
-    from verify.choices import MC_METHODS
 
-    assert MC_METHODS == METHODS
+    assert main(["mc", "P1", "-T", "10", "--reps", "2", "--method", "nosuch", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'nosuch'" in err and ", ".join(METHODS) in err
+    for method in ("trace", "subsets"):
+        assert main(["mc", "P1", "-T", "10", "--reps", "4", "--method", method, "--no-progress"]) == 0
+        assert f"method {method}" in capsys.readouterr().out
 
 
 def test_delays_of_a_trace_file(tmp_path, capsys):

@@ -5,7 +5,6 @@
 interrupt, dying with this process however it ends, and never more of them than replicates."""
 from __future__ import annotations
 
-from ...choices import MC_METHODS
 from ..usage import UsageError
 from . import announce_mc, arguments, check_plot, parse_setting, require_mc_memory, show_progress
 
@@ -81,9 +80,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--set", action="append", metavar="NAME=VALUE",
                         help="change a preset's setting, e.g. --set n_clients=10000 (repeatable; see "
                              "participation.patterns.preset)")
-    parser.add_argument("--method", choices=MC_METHODS, default="auto",
-                        help="how replicates are drawn (default auto: the cheapest exact method that applies; "
-                             "the output names it)")
+    parser.add_argument("--method", default="auto",
+                        help="how replicates are drawn: auto (default: the cheapest exact method that applies; the "
+                             "output names it), trace (whole traces) or one of the samplers of "
+                             "participation.expected.monte_carlo's method table (a name it lacks is refused with the "
+                             "list)")
 
 
 def run(args) -> str:
@@ -99,6 +100,10 @@ def run(args) -> str:
             raise UsageError(f"--stderr must be a positive number, got {args.stderr}")
     elif args.reps is None:
         args.reps = 1000
+    from participation.expected.montecarlo import METHODS
+
+    if args.method not in METHODS:
+        raise UsageError(f"--method {args.method!r} is not one of {', '.join(METHODS)}")
     require_mc_memory(args.reps if args.reps is not None else args.max_reps)
     patterns = {name: _pattern(name, args) for name in args.presets}    # unknown names fail before any work
     for name, pattern in patterns.items():
