@@ -6,19 +6,19 @@
 setting), CA-Fed Markov availability (per client or per cluster), uniform sampling
 (E[τ_t] and E[τ_avg]), deterministic cyclic, reshuffled cyclic (E[τ_t], E[τ_avg]),
 on/off cycles with random phases, and any pattern with a never-available client
-(τ_t = t + 1 exactly; :mod:`.availability_laws`). Anything else raises a ValueError that
-points to ``monte_carlo``. The families are one ordered table (:mod:`.exact`), walked by
+(τ_t = t + 1 exactly; :mod:`.laws.availability_laws`). Anything else raises a ValueError that
+points to ``monte_carlo``. The families are one ordered table (:mod:`.laws.exact`), walked by
 both quantities; the Monte-Carlo samplers one ordered list (``montecarlo.SAMPLERS``), walked by
 ``method="auto"``.
 
 Each computation estimates its memory and time from the sizes before it starts and
 refuses, with a one-line ValueError naming both, what would exceed the limits of
-:mod:`._limits` (``FEDVERIFY_MEMORY_GB`` or half the machine's memory;
+:mod:`.laws._limits` (``FEDVERIFY_MEMORY_GB`` or half the machine's memory;
 ``FEDVERIFY_EXACT_SECONDS`` or 60 s).
 """
 from __future__ import annotations
 
-from .exact import exact_tau_avg, exact_tau_max, exact_tau_max_tail, exact_tau_t
+from .laws.exact import exact_tau_avg, exact_tau_max, exact_tau_max_tail, exact_tau_t
 from .montecarlo import Estimate, MonteCarloResult, check_monte_carlo, monte_carlo
 from .paper_bounds import PaperBound, paper_tau_max_bound
 

@@ -23,15 +23,15 @@ from ..delays import per_round_delay
 from ..patterns import Pattern
 from ..patterns.base import require_pattern
 from ..budget import require_memory
-from . import cycles as _cycles
-from . import epochs as _epochs
-from . import gaps as _gaps
-from . import markov_gaps as _markov_gaps
-from . import periodic as _periodic
-from . import shifts as _shifts
-from . import subsets as _subsets
-from . import varying_gaps as _varying_gaps
-from .sampler import CHUNK_CELLS, Sampler
+from .samplers import cycles as _cycles
+from .samplers import epochs as _epochs
+from .samplers import gaps as _gaps
+from .samplers import markov_gaps as _markov_gaps
+from .samplers import periodic as _periodic
+from .samplers import shifts as _shifts
+from .samplers import subsets as _subsets
+from .samplers import varying_gaps as _varying_gaps
+from .samplers.sampler import CHUNK_CELLS, Sampler
 from ..validation import integer
 
 
@@ -125,7 +125,7 @@ class _TraceSampler(Sampler):
             tau_max, tau_avg = self.draw_chunk(law, rounds, root, first, 1, on_window)
             return np.repeat(tau_max, count), np.repeat(tau_avg, count)
         if device is not None:
-            from ._torch_delay import generate, per_round_delay_torch
+            from .samplers._torch_delay import generate, per_round_delay_torch
 
             tau = per_round_delay_torch(generate(pattern, rounds, root, first, count, device), device)
         elif rounds * pattern.n_clients * count > CHUNK_CELLS:
@@ -276,29 +276,29 @@ def monte_carlo(pattern: Pattern, rounds: int, reps: int | None = None, seed=Non
                                                                 (replicate r is ``sample_batch(...,
                                                                 first_replicate=r)``)
     ``gaps``      independent clients (constant, periodic or    each client's long absences exactly, the
-                  time-varying p) and ``Markov`` chains         short gaps where they matter (:mod:`.gaps`,
-                                                                :mod:`.markov_gaps`, :mod:`.periodic`,
-                                                                :mod:`.varying_gaps`); same law
-    ``epochs``    ``ReshuffledCyclic``                          each epoch's order only (:mod:`.epochs`);
+                  time-varying p) and ``Markov`` chains         short gaps where they matter (:mod:`.samplers.gaps`,
+                                                                :mod:`.samplers.markov_gaps`, :mod:`.samplers.periodic`,
+                                                                :mod:`.samplers.varying_gaps`); same law
+    ``epochs``    ``ReshuffledCyclic``                          each epoch's order only (:mod:`.samplers.epochs`);
                                                                 the replicates of ``trace``
     ``shifts``    ``ReshuffledCyclic``, every client once an    E − 1 values an epoch from an exact Markov
-                  epoch                                         chain (:mod:`.shifts`); same law
+                  epoch                                         chain (:mod:`.samplers.shifts`); same law
     ``subsets``   ``Uniform`` (FedSUM Case 1)                   the S ids of each round, O(T·S) a
-                                                                replicate (:mod:`.subsets`); same law
+                                                                replicate (:mod:`.samplers.subsets`); same law
     ``cycles``    ``OnOffCycles``                               each client's phase, O(N + C) a replicate
-                                                                (:mod:`.cycles`); the replicates of
+                                                                (:mod:`.samplers.cycles`); the replicates of
                                                                 ``trace``
     ``auto``      every pattern                                 the first sampler of :data:`SAMPLERS` that
                                                                 applies, else ``trace``
     ============  ===========================================  ==========================================
 
     Every sampler but ``trace`` runs on the CPU and refuses a ``device``. ``auto`` takes a
-    periodic ``gaps`` only within ``periodic.MAX_PHASE_ROWS`` rows and
-    ``periodic.AUTO_STEPS_PER_ROUND`` steps a round, and a time-varying one only within
-    ``varying_gaps.VARYING_AUTO_DENSITY`` points a cell, ``varying_gaps.VARYING_AUTO_GROUPS``
-    distinct sequences and half the memory limit. A deterministic pattern (``pattern.deterministic``: Cyclic, Replay,
-    OnOffCycles with fixed phases, ...) has one trace, whose delays are computed once and serve
-    every replicate.
+    periodic ``gaps`` only within ``samplers.periodic.MAX_PHASE_ROWS`` rows and
+    ``samplers.periodic.AUTO_STEPS_PER_ROUND`` steps a round, and a time-varying one only
+    within ``samplers.varying_gaps.VARYING_AUTO_DENSITY`` points a cell,
+    ``samplers.varying_gaps.VARYING_AUTO_GROUPS`` distinct sequences and half the memory limit.
+    A deterministic pattern (``pattern.deterministic``: Cyclic, Replay, OnOffCycles with fixed
+    phases, ...) has one trace, whose delays are computed once and serve every replicate.
 
     The memory of the results (``RESULT_BYTES`` a replicate) and of one chunk is estimated
     before anything is drawn; more than ``participation.budget.memory_limit()``

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 
 from ..patterns import Cyclic, IndependentPattern, Pattern, ReshuffledCyclic, Uniform
-from .availability_laws import never_available_clients
-from .units import known_constant, probability_chunks
+from .laws.availability_laws import never_available_clients
+from .laws.units import known_constant, probability_chunks
 from ..validation import integer
 
 
@@ -133,7 +133,7 @@ def paper_tau_max_bound(pattern: Pattern, rounds: int) -> PaperBound:
                              f"the N mod S = {left} clients left at the end of each epoch's order sit that epoch out, "
                              "so a client can miss any number of consecutive epochs and τ_max has no almost-sure "
                              "bound short of T (the lemma's proof has every client join once per epoch; remainder='short' "
-                             "keeps it); participation.expected.reshuffled.reshuffled_tau_max_bound(pattern, rounds) bounds "
+                             "keeps it); participation.expected.laws.reshuffled.reshuffled_tau_max_bound(pattern, rounds) bounds "
                              "E[τ_max], exact_tau_max(pattern, rounds) gives it where N mod S is small, "
                              "monte_carlo(pattern, rounds, reps) estimates it")
         if left:  # "short": epochs of ⌈N/S⌉ rounds, the last one with the N mod S clients left over

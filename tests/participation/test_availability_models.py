@@ -1,5 +1,5 @@
 """Availability models (participation.patterns.availability) and their expected delays
-(participation.expected.availability_laws): on/off cycles (FedAU's cyclic participation),
+(participation.expected.laws.availability_laws): on/off cycles (FedAU's cyclic participation),
 diurnal day/night groups (Zhu et al., ICLR 2022), never-available clients, and selection
 among available clients.
 
@@ -20,7 +20,7 @@ from participation import delay_metrics
 from participation._random import keyed_uniforms
 from participation.expected import (exact_tau_avg, exact_tau_max, exact_tau_max_tail, exact_tau_t, monte_carlo,
                                     paper_tau_max_bound)
-from participation.expected.availability_laws import on_off_longest_absence
+from participation.expected.laws.availability_laws import on_off_longest_absence
 from participation.patterns import (Bernoulli, Diurnal, Markov, OnOffCycles, ReshuffledCyclic, Selected, Uniform,
                                     preset, preset_names)
 from participation.patterns.sampling import EPOCH_BLOCK
@@ -332,7 +332,7 @@ class TestNeverAvailable:
     def test_gap_sampler_with_zero_probability(self):
         """p = 0 clients do not steer the gap sampler's threshold, and its cover-time
         delays still equal those of the trace it draws."""
-        from participation.expected.gaps import _choose_threshold, gap_chunk, gap_trace
+        from participation.expected.samplers.gaps import _choose_threshold, gap_chunk, gap_trace
 
         rest = np.full(99, 0.2)
         assert _choose_threshold(np.r_[0.0, rest], 2000) == _choose_threshold(rest, 2000)
@@ -346,7 +346,7 @@ class TestNeverAvailable:
                 assert tau_max[r] == truth.tau_max == 300 and tau_avg[r] == truth.tau_avg
 
     def test_gap_trace_never_selects(self):
-        from participation.expected.gaps import gap_trace
+        from participation.expected.samplers.gaps import gap_trace
 
         p = np.array([0.0, 0.2, 0.7])
         mask = np.stack([gap_trace(p, 500, np.random.SeedSequence(3), r) for r in range(5)])

@@ -6,7 +6,7 @@ refusal were missing, the allocation would still be harmless (a few MiB).
 
 Exact expectations also hold their memory to what their units need (no rounds × clients table for
 time-constant probabilities) and refuse, before the work, what would take longer than
-FEDVERIFY_EXACT_SECONDS (participation.expected._limits).
+FEDVERIFY_EXACT_SECONDS (participation.expected.laws._limits).
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import pytest
 from participation import Trace
 from participation.expected import (check_monte_carlo, exact_tau_avg, exact_tau_max, monte_carlo,
                                     paper_tau_max_bound)
-from participation.expected import markov_gaps, montecarlo, periodic
+from participation.expected import montecarlo
+from participation.expected.samplers import markov_gaps, periodic
 from participation.patterns import Bernoulli, Markov, Uniform, preset
 from participation.patterns.independent import Sine
 

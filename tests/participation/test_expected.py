@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from participation import delay_metrics
 from participation.expected import (exact_tau_avg, exact_tau_max, exact_tau_max_tail, exact_tau_t, monte_carlo,
                                     paper_tau_max_bound)
-from participation.expected.sampling_laws import uniform_tau_t
+from participation.expected.laws.sampling_laws import uniform_tau_t
 from participation.patterns import (Bernoulli, BiasedGroups, Cyclic, Markov, Pattern, ReshuffledCyclic, Sine, Uniform,
                                     preset)
 
@@ -267,7 +267,7 @@ def test_monte_carlo_replicate_is_a_regenerable_trace():
     mc = monte_carlo(pattern, 80, 10, seed=4, keep_samples=True, progress=False, method="trace")
     seventh = delay_metrics(pattern.sample_batch(80, 1, 4, first_replicate=7)[0])
     assert mc.samples["tau_max"][7] == seventh.tau_max and mc.samples["tau_avg"][7] == seventh.tau_avg
-    from participation.expected.gaps import gap_trace
+    from participation.expected.samplers.gaps import gap_trace
 
     fast = monte_carlo(pattern, 80, 10, seed=4, keep_samples=True, progress=False)  # gap sampling
     seventh = delay_metrics(gap_trace(pattern.probabilities(0, 1)[0], 80, np.random.SeedSequence(4), 7))
@@ -287,7 +287,7 @@ def test_estimate_statistics():
 def test_torch_device_path_agrees_with_exact():
     pytest.importorskip("torch")
     from participation.delays import per_round_delay
-    from participation.expected._torch_delay import per_round_delay_torch
+    from participation.expected.samplers._torch_delay import per_round_delay_torch
 
     masks = np.random.default_rng(0).random((3, 200, 130)) < 0.05
     assert np.array_equal(per_round_delay_torch(masks, "cpu"), per_round_delay(masks))
@@ -313,7 +313,7 @@ def test_monte_carlo_rejects_bad_arguments(kwargs, message):
 ])
 def test_gap_sampling_equals_delays_of_its_own_trace(pattern, rounds):
     """The cover-time identities give exactly the delays of the sampled trace."""
-    from participation.expected.gaps import gap_chunk, gap_trace
+    from participation.expected.samplers.gaps import gap_chunk, gap_trace
 
     root = np.random.SeedSequence(3)
     p = pattern.probabilities(0, 1)[0]
@@ -326,7 +326,7 @@ def test_gap_sampling_equals_delays_of_its_own_trace(pattern, rounds):
 @pytest.mark.slow
 def test_gap_sampling_draws_the_right_law():
     """Per-client selection frequencies and gap lengths match Geometric(p)."""
-    from participation.expected.gaps import gap_trace
+    from participation.expected.samplers.gaps import gap_trace
 
     p = np.array([0.05, 0.2, 0.9])
     masks = np.stack([gap_trace(p, 3000, np.random.SeedSequence(1), r) for r in range(20)])

@@ -1,4 +1,4 @@
-"""The exact laws of independent units (participation.expected.independent_laws: Bernoulli clients,
+"""The exact laws of independent units (participation.expected.laws.independent_laws: Bernoulli clients,
 constant or time-varying, and two-state Markov chains), checked against independent references:
 
 1. exact_tau_max_tail and exact_tau_t against plain per-round run-length and window
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from participation.expected import exact_tau_max, exact_tau_max_tail, exact_tau_t
-from participation.expected import independent_laws as independent
+from participation.expected.laws import independent_laws as independent
 from participation.patterns import Bernoulli, BiasedGroups, Markov, Sine, preset
 
 # ---------------------------------------------------------------- 1. run-length and window references
@@ -112,7 +112,7 @@ def test_tau_t_matches_a_window_reference(pattern, rounds):
 
 def test_tau_max_rows_start_where_the_law_is_certain():
     """Below the certified l_0 the recursion has no rows (P(τ_max < l) < 1e-13/T there)."""
-    from participation.expected.units import units_of
+    from participation.expected.laws.units import units_of
 
     plan = independent.tau_max_plan(units_of(preset("P2"), 10**6))
     assert plan["first"] > 30 and plan["rows"] < 300

@@ -1,4 +1,4 @@
-"""The long-absence Monte-Carlo sampler (participation.expected.gaps).
+"""The long-absence Monte-Carlo sampler (participation.expected.samplers.gaps).
 
 Every closed piece is checked against an independent computation: the law of S against
 sympy's series of its generating function, the conditioned short-gap paths against
@@ -20,7 +20,7 @@ from scipy import optimize, stats
 
 from participation.delays import delay_metrics
 from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo, paper_tau_max_bound
-from participation.expected import gaps
+from participation.expected.samplers import gaps
 from participation.patterns import Bernoulli, BiasedGroups, preset
 
 
@@ -166,7 +166,7 @@ def test_cleared_tables_are_rebuilt_the_same():
     the same replicates as one with the tables kept."""
     import participation
     from participation.expected import monte_carlo
-    from participation.expected import markov_gaps, periodic, shifts
+    from participation.expected.samplers import markov_gaps, periodic, shifts
     from participation.expected.montecarlo import clear_table_caches
     from participation.patterns import ReshuffledCyclic
 

@@ -12,9 +12,9 @@ import pytest
 
 from participation._random import seed_sequence
 from participation.delays import per_round_delay
-from participation.expected import cycles
+from participation.expected.samplers import cycles
 from participation.expected import monte_carlo
-from participation.expected.availability_laws import on_off_tau_max_tail, on_off_tau_t
+from participation.expected.laws.availability_laws import on_off_tau_max_tail, on_off_tau_t
 from participation.patterns import Bernoulli, Cyclic, OnOffCycles, Replay, Selected
 from participation.trace import Trace
 

@@ -5,7 +5,7 @@ import pytest
 
 from participation.delays import per_round_delay
 from participation.expected import monte_carlo
-from participation.expected.epochs import epoch_chunk
+from participation.expected.samplers.epochs import epoch_chunk
 from participation.patterns import Bernoulli, Cyclic, ReshuffledCyclic
 from participation._random import seed_sequence
 
@@ -73,7 +73,7 @@ def test_auto_picks_epochs_where_shifts_do_not_apply(pattern, monkeypatch):
     trace = monte_carlo(pattern, 90, 40, seed=1, progress=False, method="trace")
     assert auto.tau_max == trace.tau_max
     assert auto.tau_avg.mean == pytest.approx(trace.tau_avg.mean, abs=1e-12)
-    import participation.expected.epochs as epochs
+    import participation.expected.samplers.epochs as epochs
 
     calls = []
     original = epochs.epoch_chunk

@@ -73,7 +73,7 @@ def test_distribution_matches_trace(pattern, rounds):
 def test_chains_drawn_short_at_first_keep_the_law(pattern, rounds, monkeypatch):
     """With far too few pairs drawn at first, every chain goes through the extension, batch
     after batch; the law must not change."""
-    import participation.expected.markov_gaps as gaps_module
+    import participation.expected.samplers.markov_gaps as gaps_module
 
     monkeypatch.setattr(gaps_module, "MARKOV_SPREAD", -1e9)   # one pair a chain at first (the minimum)
     gaps_module._markov_plan_cached.cache_clear()

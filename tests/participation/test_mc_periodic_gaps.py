@@ -18,7 +18,7 @@ from scipy import stats
 import participation
 from participation.delays import per_round_delay
 from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo
-from participation.expected import periodic
+from participation.expected.samplers import periodic
 from participation.patterns import Bernoulli, Sine
 
 FIRST = np.array([[0.3, 0.6], [0.1, 0.6], [0.5, 0.2]])  # period 3, two clients

@@ -9,7 +9,7 @@ from scipy import stats
 
 from participation.delays import per_round_delay
 from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo
-from participation.expected.shifts import applies, shift_chunk, transition_cdfs
+from participation.expected.samplers.shifts import applies, shift_chunk, transition_cdfs
 from participation.patterns import Bernoulli, ReshuffledCyclic
 from participation._random import seed_sequence
 
@@ -111,7 +111,7 @@ def test_means_agree_with_the_exact_laws(n, s, rounds):
 
 @pytest.mark.slow
 def test_chunking_units_and_offsets_do_not_change_a_replicate(monkeypatch):
-    import participation.expected.shifts as shifts
+    import participation.expected.samplers.shifts as shifts
 
     pattern = ReshuffledCyclic(11, 3)                     # E = 4: 3 uniforms an epoch
     reference = monte_carlo(pattern, 500, 30, seed=4, progress=False, keep_samples=True, method="shifts")
@@ -157,7 +157,7 @@ def test_degenerate_sizes(n, s, rounds):
 
 
 def test_auto_picks_shifts_where_they_apply(monkeypatch):
-    import participation.expected.shifts as shifts
+    import participation.expected.samplers.shifts as shifts
 
     calls = []
     original = shifts.shift_chunk

@@ -17,7 +17,7 @@ from scipy import stats
 from participation._random import seed_sequence
 from participation.delays import per_round_delay
 from participation.expected import exact_tau_avg, monte_carlo
-from participation.expected import subsets as sub
+from participation.expected.samplers import subsets as sub
 from participation.patterns import Bernoulli, ReshuffledCyclic, Uniform
 
 

@@ -1,6 +1,6 @@
 """Monte-Carlo method "gaps" for independent clients with time-varying probabilities.
 
-Every presence is drawn by inverting the cumulative hazard Λ (participation.expected.varying_gaps,
+Every presence is drawn by inverting the cumulative hazard Λ (participation.expected.samplers.varying_gaps,
 ``varying_chunk``); the estimates must match the exact E[τ_max], E[τ_avg] and method "trace",
 be the same whatever the chunking or the executor, and leave the constant-p and Markov
 samplers' results as they were (hashes saved from the code before this sampler was added).
@@ -16,7 +16,8 @@ import pytest
 from scipy import stats
 
 import participation
-from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo, varying_gaps
+from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo
+from participation.expected.samplers import varying_gaps
 from participation.patterns import Bernoulli, Sine
 
 ROUNDS = 60
@@ -148,7 +149,7 @@ def test_auto_leaves_many_distinct_sequences_to_whole_traces():
     import numpy as np
 
     from participation.expected import monte_carlo
-    from participation.expected.varying_gaps import VARYING_AUTO_GROUPS
+    from participation.expected.samplers.varying_gaps import VARYING_AUTO_GROUPS
     from participation.patterns import Sine
 
     many = Sine.fedawe(np.linspace(0.1, 0.5, 40), 0.5, 0.5)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from participation.expected import exact_tau_avg, exact_tau_max, monte_carlo
-from participation.expected import gaps
+from participation.expected.samplers import gaps
 from participation.expected.paper_bounds import paper_tau_max_bound
 from participation.patterns import Bernoulli
 from verify.cli import main

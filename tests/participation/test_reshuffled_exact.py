@@ -1,4 +1,4 @@
-"""The law of τ_max under FedSUM Case 4, reshuffled cyclic (participation.expected.reshuffled):
+"""The law of τ_max under FedSUM Case 4, reshuffled cyclic (participation.expected.laws.reshuffled):
 exact rationals against enumeration of every sequence of epochs, floats against those
 rationals, Monte-Carlo with the pattern's own sampler, and the bound for remainder="drop";
 exact E[τ_t] against the first, integer, slot-by-slot formula."""
@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from participation.delays import delay_metrics
 from participation.expected import exact_tau_avg, exact_tau_t
-from participation.expected import reshuffled as rs
-from participation.expected.reshuffled import (epoch_union_bound, reshuffled_exact_tau_max, reshuffled_tau_max_bound,
+from participation.expected.laws import reshuffled as rs
+from participation.expected.laws.reshuffled import (epoch_union_bound, reshuffled_exact_tau_max, reshuffled_tau_max_bound,
                                                reshuffled_tau_max_law, reshuffled_tau_max_tail)
 from participation.patterns import ReshuffledCyclic, Uniform
 

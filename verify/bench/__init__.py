@@ -104,7 +104,7 @@ def markov_gaps_ratio(quick: bool = False) -> Ratio:
 
 def varying_gaps_ratio(quick: bool = False) -> Ratio:
     """FedSUM P3 (p_t shared by N = 100 clients, period 10) by method "gaps" (long absences only,
-    laws indexed by the phase: :mod:`participation.expected.periodic`)."""
+    laws indexed by the phase: :mod:`participation.expected.samplers.periodic`)."""
     return _family_ratio("Monte-Carlo E[tau_max], time-varying p (P3, periodic gaps)", "P3", participation.preset("P3"),
                          "gaps", quick)
 
@@ -410,7 +410,7 @@ def gpu_delay_ratio(device, rounds: int, clients: int, density: float = 0.2, see
     CPU on the same trace; both results must agree. The note gives cells/s on each."""
     import torch
 
-    from participation.expected._torch_delay import per_round_delay_torch
+    from participation.expected.samplers._torch_delay import per_round_delay_torch
 
     generator = torch.Generator(device=device).manual_seed(seed)
     mask = torch.rand((rounds, clients), generator=generator, device=device) < density

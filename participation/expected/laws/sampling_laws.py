@@ -7,7 +7,7 @@ import math
 import numpy as np
 from scipy.stats import hypergeom
 
-from ..patterns import Cyclic, ReshuffledCyclic, Uniform
+from ...patterns import Cyclic, ReshuffledCyclic, Uniform
 from ._limits import require
 from .independent_laws import TAIL
 

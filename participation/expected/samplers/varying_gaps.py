@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..patterns import Pattern
-from ..budget import memory_limit, require_memory
+from ...patterns import Pattern
+from ...budget import memory_limit, require_memory
 from .gaps import GAPS_NEEDS
 from .sampler import Sampler
 from .streams import keyed_bits
@@ -76,7 +76,7 @@ VARYING_AUTO_GROUPS = 16
 
 def varying_applies(pattern: Pattern, rounds: int) -> bool:
     """``pattern`` is independent (and defined for ``rounds`` rounds)."""
-    from ..patterns import IndependentPattern
+    from ...patterns import IndependentPattern
 
     return isinstance(pattern, IndependentPattern) and (pattern.horizon is None or rounds <= pattern.horizon)
 

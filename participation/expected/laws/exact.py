@@ -17,13 +17,13 @@ from typing import Callable
 
 import numpy as np
 
-from ..delays import per_round_delay
-from ..patterns import Cyclic, OnOffCycles, Pattern, ReshuffledCyclic, Uniform
-from ..patterns.base import require_pattern
+from ...delays import per_round_delay
+from ...patterns import Cyclic, OnOffCycles, Pattern, ReshuffledCyclic, Uniform
+from ...patterns.base import require_pattern
+from ...validation import integer
 from . import availability_laws, independent_laws, reshuffled, sampling_laws
 from ._limits import require
 from .units import units_of
-from ..validation import integer
 
 
 @dataclass(frozen=True)

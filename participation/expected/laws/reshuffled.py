@@ -111,9 +111,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..patterns import ReshuffledCyclic
+from ...patterns import ReshuffledCyclic
 from ._limits import require
-from ..validation import integer
+from ...validation import integer
 
 __all__ = ["TauMaxLaw", "reshuffled_tau_max_law", "reshuffled_exact_tau_max", "reshuffled_tau_max_tail",
            "reshuffled_tau_max_bound", "epoch_union_bound"]

@@ -28,7 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..patterns import Pattern
+from ...patterns import Pattern
 from .gaps import GAPS_NEEDS
 from .sampler import Sampler
 from .streams import keyed_bits
@@ -59,7 +59,7 @@ class MarkovChains:
 
 def markov_chains(pattern: Pattern) -> MarkovChains | None:
     """The chains of ``pattern`` if it is a ``Markov`` pattern (its own sampler, not a subclass's)."""
-    from ..patterns import Markov
+    from ...patterns import Markov
 
     if not isinstance(pattern, Markov) or type(pattern)._generate is not Markov._generate:
         return None
@@ -108,7 +108,7 @@ def _require_plan_memory(chains: int, rounds: int, columns: int) -> None:
     """Refuse, before the plan is allocated, a plan of ``columns`` (on, off) pairs whose arrays
     (three 64-bit values a pair) and one replicate's runs (:func:`markov_chunk_bytes`) exceed the
     memory limit."""
-    from ..budget import require_memory
+    from ...budget import require_memory
 
     require_memory((24 + 80) * columns + 32 * chains + 8 * rounds,
                    f"the absence runs of {chains} Markov chains over {rounds} rounds (method 'gaps': "

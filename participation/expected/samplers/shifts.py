@@ -56,8 +56,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from .._random import keyed_generator
-from ..patterns import ReshuffledCyclic
+from ..._random import keyed_generator
+from ...patterns import ReshuffledCyclic
 from .sampler import Sampler
 
 #: Spawn-key tag of this method's streams (the patterns' keys are (replicate, unit)).

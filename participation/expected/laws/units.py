@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..patterns import Bernoulli, BiasedGroups, IndependentPattern, Markov, Pattern
+from ...patterns import Bernoulli, BiasedGroups, IndependentPattern, Markov, Pattern
 from ._limits import human_bytes, require
 
 #: Cells (rounds × clients) of probabilities read at a time.

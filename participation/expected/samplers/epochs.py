@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._random import keyed_uniforms
-from ..patterns import ReshuffledCyclic
-from ..patterns.sampling import EPOCH_BLOCK
+from ..._random import keyed_uniforms
+from ...patterns import ReshuffledCyclic
+from ...patterns.sampling import EPOCH_BLOCK
 from .sampler import CHUNK_CELLS, Sampler
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..patterns import IndependentPattern, OnOffCycles, Pattern, Selected
+from ...patterns import IndependentPattern, OnOffCycles, Pattern, Selected
 from ._limits import require
 from .units import known_constant, probability_chunks
 

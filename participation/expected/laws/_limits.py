@@ -13,7 +13,7 @@ they exist so that a size that would run for hours says so at once.
 """
 from __future__ import annotations
 
-from ..budget import human_bytes, human_seconds, memory_limit, positive_setting
+from ...budget import human_bytes, human_seconds, memory_limit, positive_setting
 
 __all__ = ["EXACT_SECONDS", "ENV_SECONDS", "time_limit", "require", "human_bytes", "human_seconds"]
 

@@ -48,8 +48,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..patterns import Uniform
-from ..patterns.base import BlockPattern
+from ...patterns import Uniform
+from ...patterns.base import BlockPattern
 from .sampler import Sampler
 
 #: Spawn-key tags of this method's streams (the patterns' keys are (replicate, block)).

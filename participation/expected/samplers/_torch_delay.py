@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..patterns import IndependentPattern, Pattern
+from ...patterns import IndependentPattern, Pattern
 
 
 def _pack(masks: torch.Tensor) -> torch.Tensor:

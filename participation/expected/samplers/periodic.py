@@ -71,7 +71,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..budget import memory_limit
+from ...budget import memory_limit
 from .gaps import GAPS_NEEDS
 from .sampler import Sampler
 from .streams import WORD_BLOCK, block_words, keyed_bits

@@ -46,10 +46,10 @@ from functools import lru_cache, partial
 import numpy as np
 from scipy import optimize, signal
 
-from ..patterns import Pattern
+from ...patterns import Pattern
 from .sampler import Sampler
 from .streams import WORD_BLOCK, block_words, keyed_bits
-from .units import constant_probabilities as _constant_probabilities
+from ..laws.units import constant_probabilities as _constant_probabilities
 
 _CELLS = 1 << 16
 #: Replicates sharing one keyed stream of words.

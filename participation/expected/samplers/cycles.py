@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..patterns import OnOffCycles
+from ...patterns import OnOffCycles
 from .sampler import Sampler
 
 #: Values (replicates × (2C + N)) one chunk aims at, and the most replicates a chunk holds.
