@@ -29,9 +29,12 @@ flower: $(VENV)/.flower
 run: $(STAMP)
 	$(BIN)/fedverify check
 
-# two worker processes; an idle one takes over tests queued for the other
+# two worker processes; an idle one takes over tests queued for the other. Bytecode is written
+# even where the environment turns it off (PYTHONDONTWRITEBYTECODE), so that the package's
+# modules are compiled once, not in every worker and subprocess, and pytest keeps its
+# rewritten test modules
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist worksteal
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 bench: $(STAMP)
 	$(BIN)/fedverify bench

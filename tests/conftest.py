@@ -82,3 +82,10 @@ def pytest_runtest_makereport(item, call):
             report.longrepr = f"skipped for lack of Flower although FEDVERIFY_REQUIRE_FLOWER is set: {reason}"
             return report
     return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Slow tests first (stable, so each group keeps its order): a long test then starts early and
+    the short ones fill in around it, instead of one worker running a long test while the other
+    has finished. What a test asserts does not depend on the order."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
