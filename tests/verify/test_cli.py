@@ -465,7 +465,7 @@ def test_a_users_algorithm_through_plugin(tmp_path):
     done = run_module("check", "--algorithms", "test-half-step", "--patterns", "P1", "-T", "10", "--seeds", "2",
                       "--clients", "5", "--plugin", "my_algorithms", "--no-progress", "-o", "out2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert_one_line_error(run_module("check", "--plugin", "no_such_module_xyz", cwd=tmp_path), "no_such_module_xyz")
+    assert_one_line_error(run_main("check", "--plugin", "no_such_module_xyz", cwd=tmp_path), "no_such_module_xyz")
 
 
 @pytest.mark.slow
