@@ -85,7 +85,8 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Slow tests first (stable, so each group keeps its order): a long test then starts early and
-    the short ones fill in around it, instead of one worker running a long test while the other
-    has finished. What a test asserts does not depend on the order."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The longest tests first, then the other slow ones, then the rest (stable, so each group
+    keeps its order): a long test starts early and the short ones fill in around it, instead of
+    one worker running a long test while the other has finished. What a test asserts does not
+    depend on the order."""
+    items.sort(key=lambda item: (item.get_closest_marker("longest") is None, item.get_closest_marker("slow") is None))

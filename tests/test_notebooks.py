@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # each notebook takes seconds
+pytestmark = [pytest.mark.slow, pytest.mark.longest]  # each notebook takes seconds
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 

@@ -453,6 +453,7 @@ class HalfStepFedAvg(FedAvg):
 
 
 @pytest.mark.slow
+@pytest.mark.longest
 def test_a_users_algorithm_through_plugin(tmp_path):
     """Registered in a user's file: the library knew it, the command said 'unknown algorithm'."""
     plugin = tmp_path / "my_algorithms.py"

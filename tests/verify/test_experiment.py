@@ -78,6 +78,7 @@ def _small_cnn(name, n_clients):
 
 
 @pytest.mark.slow
+@pytest.mark.longest
 @pytest.mark.parametrize("source", ["estimate", "problem"])
 def test_check_on_the_cnn_labels_estimated_constants(tmp_path, source, monkeypatch, capsys):
     import verify.cli.commands.check

@@ -418,6 +418,7 @@ def test_inconsistent_sizes_are_refused(tmp_path, flower):
 # --- with Flower's simulation engine (Ray) --------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.longest
 def test_the_readme_flower_example_runs_as_pasted(tmp_path):
     """The README's Flower example, extracted and run as a reader would paste it, in a fresh
     interpreter: a real Flower simulation (Ray) that follows the imposed trace, repeats

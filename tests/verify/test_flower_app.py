@@ -42,6 +42,7 @@ def _stop_processes_mentioning(text: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.longest
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="stopping the CLI's SuperLink reads /proc")
 def test_flwr_run_of_the_example_app_is_recorded_and_judged(tmp_path):
     pytest.importorskip("flwr", reason=SKIP_REASON)
