@@ -9,20 +9,16 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .validation import quote
+
 __all__ = ["RULES", "events_to_mask", "as_event_lists"]
 
 RULES = ("start", "whole", "fraction")
 
 
-def _quoted(name) -> str:
-    """A client id as it can appear in a one-line message: quoted, escaped, at most 40 characters."""
-    text = repr(str(name))
-    return text if len(text) <= 42 else text[:40] + "…'"
-
-
 def _client_events(value, name: str) -> np.ndarray:
     """One client's events as a float (k, 2) array of (time, state), validated."""
-    name = _quoted(name)
+    name = quote(str(name))
     try:
         array = np.asarray(value, dtype=float)
     except (TypeError, ValueError):

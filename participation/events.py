@@ -42,7 +42,8 @@ from pathlib import Path
 import numpy as np
 
 from .files import strict_json
-from .event_cuts import RULES, _client_events, _quoted, as_event_lists, events_to_mask  # noqa: F401  (re-exported)
+from .event_cuts import RULES, _client_events, as_event_lists, events_to_mask  # noqa: F401  (re-exported)
+from .validation import quote
 
 __all__ = ["RULES", "EventLog", "events_to_mask", "load_events", "FORMATS", "as_event_lists"]
 
@@ -136,17 +137,17 @@ def _flash_device(uid: str, messages: str) -> tuple[list[float], list[int]]:
             continue
         stamp, sep, state = line.strip().partition("\t")
         if not sep:
-            raise ValueError(f"device {_quoted(uid)}, message {number}: expected 'YYYY-mm-dd HH:MM:SS<TAB>state', "
+            raise ValueError(f"device {quote(str(uid))}, message {number}: expected 'YYYY-mm-dd HH:MM:SS<TAB>state', "
                              f"got {line.strip()[:60]!r}")
         try:
             moment = datetime.strptime(stamp.strip(), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
         except ValueError:
-            raise ValueError(f"device {_quoted(uid)}, message {number}: bad time {stamp.strip()[:40]!r}") from None
+            raise ValueError(f"device {quote(str(uid))}, message {number}: bad time {stamp.strip()[:40]!r}") from None
         state = state.strip().lower()
         if state.endswith("%"):
             continue
         if state not in _FLASH_STATES:
-            raise ValueError(f"device {_quoted(uid)}, message {number}: unknown state {state[:40]!r}")
+            raise ValueError(f"device {quote(str(uid))}, message {number}: unknown state {state[:40]!r}")
         effect = _FLASH_STATES[state]
         if effect is not None:
             if effect[0] == "off":
@@ -162,7 +163,7 @@ def _from_flash(doc: dict, source: str) -> EventLog:
     ids, raw = [], []
     for uid, record in doc.items():
         if not isinstance(record, dict) or not isinstance(record.get("messages"), str):
-            raise ValueError(f"device {_quoted(uid)}: expected an object with a 'messages' text")
+            raise ValueError(f"device {quote(str(uid))}: expected an object with a 'messages' text")
         ids.append(str(uid))
         raw.append(_flash_device(str(uid), record["messages"]))
     origin = min((t[0] for t, _ in raw if t), default=0.0)
@@ -177,17 +178,17 @@ def _from_fedscale(doc: dict, source: str) -> EventLog:
     ids, events = [], []
     for cid, record in doc.items():
         if not isinstance(record, dict):
-            raise ValueError(f"client {_quoted(cid)}: expected an object with 'active' and 'inactive' lists")
+            raise ValueError(f"client {quote(str(cid))}: expected an object with 'active' and 'inactive' lists")
         try:
             on = np.asarray(record["active"], dtype=float).ravel()
             off = np.asarray(record["inactive"], dtype=float).ravel()
         except (KeyError, TypeError, ValueError):
-            raise ValueError(f"client {_quoted(cid)}: 'active' and 'inactive' must be lists of times") from None
+            raise ValueError(f"client {quote(str(cid))}: 'active' and 'inactive' must be lists of times") from None
         if on.size != off.size:
-            raise ValueError(f"client {_quoted(cid)}: {on.size} 'active' times but {off.size} 'inactive' times")
+            raise ValueError(f"client {quote(str(cid))}: {on.size} 'active' times but {off.size} 'inactive' times")
         if (off < on).any():
             k = int(np.flatnonzero(off < on)[0])
-            raise ValueError(f"client {_quoted(cid)}: interval {k} ends at {off[k]:g} before it starts at {on[k]:g}")
+            raise ValueError(f"client {quote(str(cid))}: interval {k} ends at {off[k]:g} before it starts at {on[k]:g}")
         pairs = np.column_stack([np.ravel(np.column_stack([on, off])), np.tile([1.0, 0.0], on.size)])
         ids.append(str(cid))
         events.append(_client_events(pairs, str(cid)))

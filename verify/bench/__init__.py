@@ -25,7 +25,7 @@ from participation.expected import monte_carlo
 from participation.expected.montecarlo import clear_table_caches
 from participation.patterns import Bernoulli, ReshuffledCyclic, Sine, Uniform
 
-from .rows import Ratio, Skipped, _duration
+from .rows import Ratio, Skipped, duration
 
 FLOWER_HINT = "install fedverify[flower]"
 
@@ -92,8 +92,8 @@ def _family_ratio(title: str, workload: str, pattern, method: str, quick: bool) 
     }
     timings = {name: _best_time(run) for name, run in runs.items()}
     return Ratio(title, f"{workload}, N={pattern.n_clients}, T={rounds}, {reps} replicates", timings["straightforward"],
-                 timings[method], note=f"a repeated call (tables kept) {_duration(timings['repeated'])}; "
-                                       f"method 'trace' {_duration(timings['trace'])}")
+                 timings[method], note=f"a repeated call (tables kept) {duration(timings['repeated'])}; "
+                                       f"method 'trace' {duration(timings['trace'])}")
 
 
 def markov_gaps_ratio(quick: bool = False) -> Ratio:
@@ -194,7 +194,7 @@ def monte_carlo_ratios(quick: bool = False, workers: int = 1) -> list[Ratio]:
         timings[name] = _best_time(run)
     workload = f"Case 2, N={n}, p={p}, T={rounds}, {reps} replicates"
     ratios = [Ratio("Monte-Carlo E[tau_max], gap sampling", workload, timings["straightforward"], timings["gaps"],
-                    note=f"first call (tables built); repeated call {_duration(timings['repeated'])}"),
+                    note=f"first call (tables built); repeated call {duration(timings['repeated'])}"),
               Ratio("Monte-Carlo E[tau_max], whole traces", workload, timings["straightforward"], timings["trace"]),
               uniform_ratio(quick), reshuffled_ratio(quick), markov_gaps_ratio(quick), clustered_markov_ratio(quick),
               varying_gaps_ratio(quick), sine_ratio(quick), biased_ratio(quick), on_off_cycles_ratio(quick),
@@ -398,8 +398,8 @@ def flower_ratio(quick: bool = False, work: TrainingWorkload | None = None) -> R
     gap = float(np.abs(history.final_params - flower.params).max())
     rounds = work.rounds
     note = (f"final loss fedverify {loss['fedverify']:.6f}, Flower {loss['Flower']:.6f} (max |Δx| {gap:.1e});"
-            f" per round Flower {_duration(flower.round_seconds / rounds)}, fedverify {_duration(engine / rounds)};"
-            f" Flower start-up and shutdown {_duration(flower.overhead_seconds)}, not counted")
+            f" per round Flower {duration(flower.round_seconds / rounds)}, fedverify {duration(engine / rounds)};"
+            f" Flower start-up and shutdown {duration(flower.overhead_seconds)}, not counted")
     return Ratio(name, work.description, flower.round_seconds, engine, baseline=f"Flower {flower_baseline.version()}",
                  note=note)
 
@@ -490,8 +490,8 @@ def format_table(rows: list[Ratio | Skipped]) -> str:
     workload, in aligned columns; a skipped row gives its reason, a note follows its row on
     an indented line."""
     measured = [row for row in rows if isinstance(row, Ratio)]
-    columns = {id(row): (f"{row.speedup:.1f}x", f"{row.baseline} {_duration(row.baseline_seconds)}",
-                         f"fedverify {_duration(row.fast_seconds)}") for row in measured}
+    columns = {id(row): (f"{row.speedup:.1f}x", f"{row.baseline} {duration(row.baseline_seconds)}",
+                         f"fedverify {duration(row.fast_seconds)}") for row in measured}
     name_width = max(len(row.name) + 1 for row in rows)
     widths = [max((len(c[k]) for c in columns.values()), default=0) for k in range(3)]
     widths[0] = max(widths[0], len("skipped") if len(measured) < len(rows) else 0)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Ratio", "Skipped"]
+__all__ = ["Ratio", "Skipped", "duration"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Ratio:
 
     def report(self) -> str:
         return (f"{self.name}: {self.speedup:.1f}x  ({self.workload}; {self.baseline} "
-                f"{_duration(self.baseline_seconds)}, fedverify {_duration(self.fast_seconds)})")
+                f"{duration(self.baseline_seconds)}, fedverify {duration(self.fast_seconds)})")
 
 
 @dataclass(frozen=True)
@@ -38,5 +38,6 @@ class Skipped:
         return f"{self.name}: skipped ({self.reason})"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """Seconds as a bench line prints them: milliseconds below 10 s."""
     return f"{seconds * 1e3:.1f} ms" if seconds < 10 else f"{seconds:.2f} s"
