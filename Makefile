@@ -1,5 +1,7 @@
 # Every target creates (or reuses) .venv and installs what it needs; torch is pinned to
-# its CPU build through constraints.txt.
+# its CPU build through constraints.txt. Packages are installed without byte-compiling them
+# (--no-compile): the first import compiles and caches only the modules a command uses,
+# a small part of torch's, Ray's and Flower's.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -12,7 +14,7 @@ COMMA := ,
 define install
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[$(1)]"
+	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e ".[$(1)]"
 endef
 
 $(STAMP): pyproject.toml constraints.txt
@@ -29,12 +31,13 @@ flower: $(VENV)/.flower
 run: $(STAMP)
 	$(BIN)/fedverify check
 
-# two worker processes; an idle one takes over tests queued for the other. Bytecode is written
+# three worker processes on two cores, so that the cores stay busy while a test waits on a
+# subprocess, a kernel or Ray; an idle worker takes over tests queued for another. Bytecode is written
 # even where the environment turns it off (PYTHONDONTWRITEBYTECODE), so that the package's
 # modules are compiled once, not in every worker and subprocess, and pytest keeps its
 # rewritten test modules
 test: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 --dist worksteal
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 3 --dist worksteal
 
 bench: $(STAMP)
 	$(BIN)/fedverify bench
