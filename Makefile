@@ -31,13 +31,12 @@ flower: $(VENV)/.flower
 run: $(STAMP)
 	$(BIN)/fedverify check
 
-# three worker processes on two cores, so that the cores stay busy while a test waits on a
-# subprocess, a kernel or Ray; an idle worker takes over tests queued for another. Bytecode is written
+# two worker processes; an idle one takes over tests queued for the other. Bytecode is written
 # even where the environment turns it off (PYTHONDONTWRITEBYTECODE), so that the package's
 # modules are compiled once, not in every worker and subprocess, and pytest keeps its
 # rewritten test modules
 test: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 3 --dist worksteal
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 bench: $(STAMP)
 	$(BIN)/fedverify bench

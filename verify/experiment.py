@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .algorithm_styles import style
 from .report import figure, number, save_figure, write_csv, write_json
 from participation.validation import integer
 
@@ -304,13 +305,27 @@ def _write_run(path: Path, problem_key, setting, algorithm, pattern, curve, stop
 
 def _read_run(path: Path):
     """(curve, stopped) of a saved run; a file that does not parse is a one-line ValueError."""
+    _, curve, stopped = read_saved_run(path)
+    return curve, stopped
+
+
+def read_saved_run(path) -> tuple[dict, dict, str | None]:
+    """(configuration, curve, stopped) of a run :func:`fedsum_experiment` saved: the
+    configuration whose hash names the file (problem, setting, algorithm, pattern, extra), the
+    curve as numpy arrays (rounds, loss, accuracy, communication); a file that is not one is a
+    one-line ValueError."""
+    path = Path(path)
     try:
         data = json.loads(path.read_text())
         curve = data["curve"]
         out = {"rounds": np.asarray(curve["rounds"], dtype=np.int64)}
         for k in ("loss", "accuracy", "communication"):
-            out[k] = np.asarray([np.nan if v is None else v for v in curve[k]], dtype=np.float64)
-        return out, data.get("stopped")
+            out[k] = np.asarray([_float(v) for v in curve[k]], dtype=np.float64)
+        config = dict(data["config"])
+        missing = [k for k in ("setting", "algorithm", "pattern") if k not in config]
+        if missing:
+            raise KeyError(missing[0])
+        return config, out, data.get("stopped")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a saved experiment run ({type(exc).__name__}: {exc})") from None
 
@@ -502,7 +517,7 @@ def plot(result: ExperimentResult, path, from_round: int = 0) -> Path:
             ax = axes[row, col]
             for (name, p), curve in result.curves.items():
                 if p == pattern and curve[y].size:
-                    ax.plot(curve[x], curve[y], label=name)
+                    ax.plot(curve[x], curve[y], label=name, **style(name))
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel)
         axes[0, col].set_title(pattern)

@@ -13,6 +13,8 @@ HELP = ("a paper's experiment: 'fedsum' is FedSUM Section 5 (loss and test accur
 
 #: The files ``experiment`` writes into --output.
 OUTPUT_FILES = ("experiment.json", "experiment.csv", "experiment.png", "tuning.csv")
+#: The files ``experiment --seeds`` writes into --output.
+SEED_FILES = ("seeds.json", "seeds.csv", "seeds.md", "seeds.png")
 
 def add_arguments(parser) -> None:
     """The options of ``experiment``."""
@@ -51,7 +53,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--record-every", type=arguments.positive(int), default=5,
                         help="evaluate training loss and test accuracy every this many rounds (default 5)")
     parser.add_argument("--seed", type=arguments.seed, default=0,
-                        help="seed of the data split, the traces and the mini-batches (default 0)")
+                        help="seed of the data split, the initialisation, the traces and the mini-batches (default 0)")
+    parser.add_argument("--seeds", type=arguments.seed, nargs="+", metavar="SEED",
+                        help="run the experiment once per seed, then write seeds.json/.csv/.md/.png: every saved run "
+                             "of these rates in OUTPUT/runs (earlier invocations' included) as means with 95%% "
+                             "Student-t intervals over the seeds, and paired differences between algorithms")
+    parser.add_argument("--at-rounds", type=arguments.positive(int), nargs="+", default=[], metavar="ROUND",
+                        help="with --seeds: also compare the algorithms at these rounds (default: only at the end)")
+    parser.add_argument("--pairs", nargs="+", metavar="FIRST:SECOND",
+                        help="with --seeds: the paired differences to report (default: fedsum-cr and fedsum against "
+                             "every other algorithm)")
     parser.add_argument("--device", help="torch device, e.g. cuda")
     parser.add_argument("--output", "-o", type=arguments.path, default="fedverify-experiment", help="output folder (created)")
     arguments.add_plugin(parser)
@@ -82,14 +93,33 @@ def run(args) -> str:
             raise UsageError(f"{flag} must be > 0 and finite, got {value}")
     device(args.device)
     experiment.check_sizes(args.clients, args.rounds, args.patterns)
+    if args.seeds is not None:
+        return _run_seeds(args, algorithms, dataset, batch, eta_l)
+    if args.at_rounds or args.pairs:
+        raise UsageError("--at-rounds and --pairs describe a study of several seeds: give --seeds")
     writable_folder(Path(args.output), "--output", OUTPUT_FILES)
-    problem = experiment.build_problem(dataset, args.root, args.clients, args.alpha, batch, args.seed,
+    return _run_one(args, algorithms, dataset, batch, eta_l, args.seed)
+
+
+def _problem_and_key(args, dataset: str, batch: int, seed: int):
+    """The problem of ``seed`` and what a saved run of it was made from, so that a resumed
+    experiment reads back only its own runs."""
+    from verify import experiment
+
+    problem = experiment.build_problem(dataset, args.root, args.clients, args.alpha, batch, seed,
                                        args.limit, args.device)
-    # what a saved run was made from, so that a resumed experiment reads back only its own runs
     key = {"dataset": dataset, "limit": args.limit, "alpha": args.alpha, "batch": batch, "problem": repr(problem),
            "clients_data": experiment.data_digest(problem)}
+    return problem, key
+
+
+def _run_one(args, algorithms, dataset: str, batch: int, eta_l: float, seed: int, *, write: bool = True) -> str:
+    """One seed's experiment (with its tuning when asked); its table, and the files it wrote."""
+    from verify import experiment
+
+    problem, key = _problem_and_key(args, dataset, batch, seed)
     runs_folder = Path(args.output) / "runs"
-    options = dict(local_steps=args.local_steps, seed=args.seed, device=args.device,
+    options = dict(local_steps=args.local_steps, seed=seed, device=args.device,
                    local_schedule=None if args.constant_rate else "sqrt", record_every=args.record_every)
     tune_rounds = args.tune_rounds or min(500, args.rounds)
     from participation.budget import human_seconds
@@ -128,8 +158,46 @@ def run(args) -> str:
                                           progress=show_progress(args), on_run=finished, runs_folder=runs_folder,
                                           problem_key=key, **rates, **options)
     result.tuning = tuning
-    paths = experiment.write(result, args.output)
     head = (f"FedSUM Section 5 on {dataset}: N={args.clients}, Dirichlet({args.alpha}), K={args.local_steps}, "
             f"T={args.rounds}, batch {batch}, eta_l={eta_l:g}"
-            f"{' (constant)' if args.constant_rate else '/sqrt(t/10+1)'}, eta_g={eta_g:g}")
+            f"{' (constant)' if args.constant_rate else '/sqrt(t/10+1)'}, eta_g={eta_g:g}, seed {seed}")
+    if not write:
+        return "\n".join([head, result.table()])
+    paths = experiment.write(result, args.output)
     return "\n".join([head, result.table(), "wrote " + ", ".join(str(p) for p in paths)])
+
+
+def _pairs(args, algorithms) -> list[tuple[str, str]]:
+    if args.pairs is None:
+        leaders = [a for a in ("fedsum-cr", "fedsum") if a in algorithms]
+        pairs = []
+        for first in leaders:
+            pairs += [(first, other) for other in algorithms if other != first and (other, first) not in pairs]
+        return pairs
+    pairs = []
+    for text in args.pairs:
+        first, colon, second = text.partition(":")
+        if not colon or not first or not second:
+            raise UsageError(f"--pairs takes FIRST:SECOND, got {text!r}")
+        pairs.append((first, second))
+    return pairs
+
+
+def _run_seeds(args, algorithms, dataset: str, batch: int, eta_l: float) -> str:
+    """The experiment once per seed (runs saved in OUTPUT/runs), then the study of every saved run
+    at these rates."""
+    from verify import seed_study
+
+    if args.tune:
+        raise UsageError("--tune chooses the rates on one seed: run it with --seed, then give the chosen "
+                         "--eta-l and --eta-g to --seeds")
+    if len(set(args.seeds)) != len(args.seeds):
+        raise UsageError(f"--seeds repeats a seed: {' '.join(str(s) for s in args.seeds)}")
+    writable_folder(Path(args.output), "--output", SEED_FILES)
+    tables = [_run_one(args, algorithms, dataset, batch, eta_l, seed, write=False) for seed in args.seeds]
+    study = seed_study.collect(args.output, eta_l=eta_l, eta_g=args.eta_g)
+    pairs = [(a, b) for a, b in _pairs(args, study.algorithms) if a in study.algorithms and b in study.algorithms]
+    reference = next((a for a in ("fedsum-cr", "fedsum") if a in study.algorithms), None)
+    paths = seed_study.write(study, args.output, at_rounds=args.at_rounds, pairs=pairs, reference=reference)
+    return "\n\n".join([*tables, seed_study.markdown(study, at_rounds=args.at_rounds, pairs=pairs, reference=reference),
+                        "wrote " + ", ".join(str(p) for p in paths)])
