@@ -202,7 +202,7 @@ def _study_key(config: dict) -> str:
     problem = config["problem"]
     if isinstance(problem, dict):
         problem = {k: v for k, v in problem.items() if k not in SEED_KEYS["problem"]}
-    return json.dumps({"setting": setting, "problem": problem, "extra": config.get("extra", {})}, sort_keys=True)
+    return json.dumps({"setting": setting, "problem": problem}, sort_keys=True)
 
 
 def collect(folder, *, eta_l: float | None = None, eta_g: float | None = None) -> SeedStudy:

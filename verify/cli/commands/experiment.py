@@ -174,11 +174,16 @@ def _pairs(args, algorithms) -> list[tuple[str, str]]:
         for first in leaders:
             pairs += [(first, other) for other in algorithms if other != first and (other, first) not in pairs]
         return pairs
+    from algorithms import names
+
     pairs = []
     for text in args.pairs:
         first, colon, second = text.partition(":")
         if not colon or not first or not second:
             raise UsageError(f"--pairs takes FIRST:SECOND, got {text!r}")
+        for name in (first, second):
+            if name not in names():
+                raise UsageError(f"unknown algorithm {name!r} in --pairs; choose from {', '.join(names())}")
         pairs.append((first, second))
     return pairs
 
@@ -193,10 +198,12 @@ def _run_seeds(args, algorithms, dataset: str, batch: int, eta_l: float) -> str:
                          "--eta-l and --eta-g to --seeds")
     if len(set(args.seeds)) != len(args.seeds):
         raise UsageError(f"--seeds repeats a seed: {' '.join(str(s) for s in args.seeds)}")
+    asked = _pairs(args, algorithms) if args.pairs is not None else None
     writable_folder(Path(args.output), "--output", SEED_FILES)
     tables = [_run_one(args, algorithms, dataset, batch, eta_l, seed, write=False) for seed in args.seeds]
     study = seed_study.collect(args.output, eta_l=eta_l, eta_g=args.eta_g)
-    pairs = [(a, b) for a, b in _pairs(args, study.algorithms) if a in study.algorithms and b in study.algorithms]
+    pairs = asked if asked is not None else _pairs(args, study.algorithms)
+    pairs = [(a, b) for a, b in pairs if a in study.algorithms and b in study.algorithms]
     reference = next((a for a in ("fedsum-cr", "fedsum") if a in study.algorithms), None)
     paths = seed_study.write(study, args.output, at_rounds=args.at_rounds, pairs=pairs, reference=reference)
     return "\n\n".join([*tables, seed_study.markdown(study, at_rounds=args.at_rounds, pairs=pairs, reference=reference),
