@@ -525,7 +525,7 @@ def plot(result: ExperimentResult, path, from_round: int = 0) -> Path:
     for ax in axes.ravel():
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)
-    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=min(len(handles), 8),
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=min(len(handles), 3 * len(patterns)),
                fontsize=8, frameon=False)
     return save_figure(fig, path)
 

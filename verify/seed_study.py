@@ -371,7 +371,7 @@ def plot(study: SeedStudy, path, from_round: int | None = None) -> Path:
     last ``LATE_WINDOW`` of the longest horizon)."""
     patterns = study.patterns
     last = max(study.horizon.values())
-    start = last - LATE_WINDOW if from_round is None else from_round
+    start = max(0, last - LATE_WINDOW) if from_round is None else from_round
     fig, axes = figure(3, len(patterns), size=(4.4, 3.0))
     for col, pattern in enumerate(patterns):
         for algorithm in study.algorithms:
@@ -398,8 +398,8 @@ def plot(study: SeedStudy, path, from_round: int | None = None) -> Path:
     for ax in axes.ravel():
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)
-    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=min(len(handles), 4),
-               fontsize=8, frameon=False)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center",
+               ncol=min(len(handles), 2 * len(patterns)), fontsize=8, frameon=False)
     return save_figure(fig, path)
 
 
