@@ -124,7 +124,8 @@ def _client_data(factory, seed: int):
     return _LOADED[key]
 
 
-def _client_app(factory, seed: int, eta_l: float, local_steps: int) -> ClientApp:
+def client_app(factory, seed: int, eta_l: float, local_steps: int) -> ClientApp:
+    """The ClientApp of :func:`run_flower`: answers the partition query, trains as the engine."""
     app = ClientApp()
 
     @app.query()
@@ -173,8 +174,15 @@ class _TraceFedAvg(FedAvg):
 
 def _server_app(mask: np.ndarray, initial: torch.Tensor, out: dict) -> ServerApp:
     app = ServerApp()
+    app.main()(server_main(mask, initial, out))
+    return app
 
-    @app.main()
+
+def server_main(mask: np.ndarray, initial: torch.Tensor, out: dict):
+    """The ServerApp's main function ``(grid, context)``: find which SuperNode holds which
+    partition, then FedAvg along ``mask`` from ``initial``; ``out`` receives the final
+    ``weight`` and the rounds' ``seconds``."""
+
     def main(grid: Grid, context) -> None:
         from ..flower import wait_for_nodes
 
@@ -192,7 +200,18 @@ def _server_app(mask: np.ndarray, initial: torch.Tensor, out: dict) -> ServerApp
         arrays = result.arrays if result.arrays is not None and len(result.arrays) else None
         out["weight"] = arrays.to_torch_state_dict()["weight"] if arrays is not None else initial
 
-    return app
+    return main
+
+
+def initial_weight(problem) -> torch.Tensor:
+    """x_0 as the (classes, features) float32 weight the apps exchange."""
+    p, classes = problem.data.n_features, problem.n_classes
+    return problem.x0.detach().to("cpu", torch.float32).view(p, classes).T.contiguous()
+
+
+def engine_params(weight: torch.Tensor) -> np.ndarray:
+    """A (classes, features) weight in the engine's layout, float64."""
+    return weight.to(torch.float64).T.reshape(-1).numpy().copy()
 
 
 @dataclass(frozen=True)
@@ -225,8 +244,7 @@ def run_flower(factory, trace, eta_l: float, local_steps: int, seed: int = 0, cp
     mask = np.asarray(trace.mask)
     if mask.shape[1] != problem.n_clients:
         raise ValueError(f"trace has {mask.shape[1]} clients but the problem has {problem.n_clients}")
-    p, classes = problem.data.n_features, problem.n_classes
-    initial = problem.x0.detach().to("cpu", torch.float32).view(p, classes).T.contiguous()
+    initial = initial_weight(problem)
     if cpus is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     backend = {"client_resources": {"num_cpus": float(client_cpus), "num_gpus": 0.0},
@@ -237,11 +255,11 @@ def run_flower(factory, trace, eta_l: float, local_steps: int, seed: int = 0, cp
 
     with quiet_engine():
         start = time.perf_counter()
-        run_simulation(_server_app(mask, initial, out), _client_app(factory, int(seed), float(eta_l), local_steps),
+        run_simulation(_server_app(mask, initial, out), client_app(factory, int(seed), float(eta_l), local_steps),
                        num_supernodes=problem.n_clients, backend_config=backend)
         total = time.perf_counter() - start
     if "seconds" not in out:
         raise RuntimeError("Flower's simulation ended without running the rounds")
-    params = out["weight"].to(torch.float64).T.reshape(-1).numpy().copy()
+    params = engine_params(out["weight"])
     return FlowerRun(params=params, round_seconds=out["seconds"], overhead_seconds=total - out["seconds"],
                      rounds=int(mask.shape[0]))
