@@ -73,7 +73,7 @@ def small_study():
 def test_each_row_carries_its_traces_delays_and_theorem_4_1(small_study):
     problem, members, rows = small_study
     c = problem.constants()
-    assert [r["regime"] for r in rows] == ["theorem"] * 3 + ["fixed"] * 3
+    assert [r["regime"] for r in rows] == ["theorem"] * 3 + ["fixed"] * 3 + ["safe"] * 3
     for row, member in zip(rows[:3], members):
         mask = np.asarray(delay_study._trace(member, 60, 0).mask)
         tau_max, tau_avg = taus_by_definition(mask)
@@ -91,7 +91,7 @@ def test_each_row_carries_its_traces_delays_and_theorem_4_1(small_study):
 
 def test_the_measured_side_is_the_mean_over_seeds_of_independent_runs(small_study):
     problem, members, rows = small_study
-    for row, member in zip(rows, members * 2):
+    for row, member in zip(rows, members * 3):
         trace = delay_study._trace(member, 60, 0)
         algorithm = algorithms.get("fedsum", eta_l=row["eta_l"], eta_g=row["eta_g"], local_steps=2)
         values = []
@@ -102,23 +102,45 @@ def test_the_measured_side_is_the_mean_over_seeds_of_independent_runs(small_stud
         assert row["ratio"] == pytest.approx(row["measured"] / row["bound"])
 
 
-def test_fixed_step_sizes_are_shared_and_inside_every_traces_lemma(small_study):
-    problem, members, rows = small_study
-    fixed = rows[3:]
-    assert len({(r["eta_l"], r["eta_g"]) for r in fixed}) == 1
-    assert all("*" not in r["label"] and "†" not in r["label"] for r in fixed), [r["label"] for r in fixed]
-    widest = max(fixed, key=lambda r: r["tau_max"])
+def _constants(problem):
     from bounds.core import Constants
-    from bounds.fedsum import check_step_sizes
 
     pc = problem.constants()
-    c = Constants(L=pc.L, sigma2=pc.sigma2, delta_f=pc.delta_f, F0=pc.F0, n_clients=6, local_steps=2, rounds=60)
+    return Constants(L=pc.L, sigma2=pc.sigma2, delta_f=pc.delta_f, F0=pc.F0, n_clients=6, local_steps=2, rounds=60)
+
+
+def test_safe_step_sizes_are_shared_and_inside_every_traces_lemma(small_study):
+    from bounds.fedsum import check_step_sizes
+
+    problem, members, rows = small_study
+    safe = [r for r in rows if r["regime"] == "safe"]
+    assert len({(r["eta_l"], r["eta_g"]) for r in safe}) == 1
+    assert all("*" not in r["label"] and "†" not in r["label"] for r in safe), [r["label"] for r in safe]
+    widest = max(safe, key=lambda r: r["tau_max"])
+    c = _constants(problem)
     # the largest τ_max binds: a step 5% larger breaks the lemma on that trace
-    broken = check_step_sizes(c, widest["eta_g"], widest["eta_l"] * 1.05, widest["tau_max"], widest["tau_avg"],
-                              algorithm="fedsum")
-    assert broken
-    for r in fixed:
+    assert check_step_sizes(c, widest["eta_g"], widest["eta_l"] * 1.05, widest["tau_max"], widest["tau_avg"],
+                            algorithm="fedsum")
+    for r in safe:
         assert not check_step_sizes(c, r["eta_g"], r["eta_l"], r["tau_max"], r["tau_avg"], algorithm="fedsum")
+
+
+def test_fixed_step_sizes_are_tuned_on_the_benign_trace_and_marked_where_a_trace_breaks_them(small_study):
+    from bounds.fedsum import check_step_sizes
+
+    problem, members, rows = small_study
+    fixed = [r for r in rows if r["regime"] == "fixed"]
+    assert len({(r["eta_l"], r["eta_g"]) for r in fixed}) == 1
+    c = _constants(problem)
+    benign = min(fixed, key=lambda r: r["tau_max"])
+    assert check_step_sizes(c, benign["eta_g"], benign["eta_l"] * 1.05, benign["tau_max"], benign["tau_avg"],
+                            algorithm="fedsum")
+    marked = 0
+    for r in fixed:
+        broken = bool(check_step_sizes(c, r["eta_g"], r["eta_l"], r["tau_max"], r["tau_avg"], algorithm="fedsum"))
+        assert ("*" in r["label"]) == broken, r
+        marked += broken
+    assert marked >= 1                                   # the on/off trace's τ_max breaks the benign trace's steps
 
 
 def test_a_false_bound_is_reported_violated(small_study):

@@ -81,9 +81,11 @@ def add_arguments(parser) -> None:
     delays.add_argument("--rate", type=float, default=0.2,
                         help="delays: participation rate S/N of the family (default 0.2; a second group runs at half "
                              "and twice it)")
-    delays.add_argument("--regimes", nargs="+", choices=["theorem", "fixed"], default=["theorem", "fixed"],
-                        help="delays: Thm 4.1's step sizes per trace, and/or one pair admissible for the lemma on "
-                             "every trace (default both)")
+    delays.add_argument("--regimes", nargs="+", choices=["theorem", "fixed", "safe"],
+                        default=["theorem", "fixed", "safe"],
+                        help="delays: Thm 4.1's step sizes per trace; one pair admissible for the lemma on the most "
+                             "benign trace (marked * where a trace breaks it); one pair admissible on every trace "
+                             "(default all three)")
     parser.add_argument("--device", help="torch device, e.g. cuda")
     parser.add_argument("--output", "-o", type=arguments.path, default="fedverify-experiment", help="output folder (created)")
     arguments.add_plugin(parser)
