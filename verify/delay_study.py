@@ -233,45 +233,53 @@ def _slope_avg(rows, y):
 GROUP_MARKERS = {"same rate": "o", "fleet": "s", "other rate": "^"}
 
 
-def plot(rows: list[dict], path, title: str = "") -> Path:
-    """Per regime (rows of panels): measured (with its limits) and bound against τ_max, the same
-    against 1+τ_avg, and measured/bound against τ_max; log axes."""
-    regimes = list(dict.fromkeys(r["regime"] for r in rows))
-    fig, axes = figure(len(regimes), 3, size=(4.4, 3.4))
-    for i, regime in enumerate(regimes):
-        here = [r for r in rows if r["regime"] == regime]
-        for group, marker in GROUP_MARKERS.items():
-            part = [r for r in here if r["group"] == group]
-            if not part:
-                continue
-            for col, x_of in enumerate((lambda r: max(r["tau_max"], 0.5), lambda r: 1 + r["tau_avg"])):
-                ax = axes[i, col]
-                xs = np.array([x_of(r) for r in part])
-                ys = np.array([r["measured"] for r in part])
-                low = np.array([max(r["lower"], 0.0) for r in part])
-                high = np.array([r["upper"] if math.isfinite(r["upper"]) else r["measured"] for r in part])
-                ax.errorbar(xs, ys, yerr=[ys - low, high - ys], fmt=marker, color="tab:blue", ms=5, capsize=2,
-                            label=f"measured ({group})")
-                ax.plot(xs, [r["bound"] for r in part], marker, mfc="none", color="tab:red", ms=6,
-                        label=f"bound ({group})")
-            axes[i, 2].plot([max(r["tau_max"], 0.5) for r in part], [r["ratio"] for r in part], marker,
-                            color="tab:purple", label=group)
-        for col, xlabel in enumerate(("τ_max (0 drawn at 0.5)", "1 + τ_avg", "τ_max (0 drawn at 0.5)")):
-            ax = axes[i, col]
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel(xlabel)
-        axes[i, 0].set_ylabel(f"{regime} step sizes\n(1/T) Σ ‖∇f(x_t)‖²")
-        axes[i, 2].set_ylabel("measured / bound")
-        axes[i, 0].legend(fontsize=7, frameon=False)
-        axes[i, 2].legend(fontsize=7, frameon=False)
-    if title:
-        fig.suptitle(title)
+def plot(rows: list[dict], regime: str, path, title: str = "") -> Path:
+    """One regime: measured (with its limits) and bound against τ_max and against 1+τ_avg, and
+    measured/bound against τ_max; log axes. A bound whose hypotheses fail at the step sizes
+    (verdict marked ``*``) is drawn faint: it does not apply there."""
+    here = [r for r in rows if r["regime"] == regime]
+    if not here:
+        raise ValueError(f"no rows of regime {regime!r}")
+    fig, axes = figure(1, 3, size=(4.6, 3.8))
+    axes = axes[0]
+    for group, marker in GROUP_MARKERS.items():
+        part = [r for r in here if r["group"] == group]
+        if not part:
+            continue
+        for col, x_of in enumerate((lambda r: max(r["tau_max"], 0.5), lambda r: 1 + r["tau_avg"])):
+            ax = axes[col]
+            xs = np.array([x_of(r) for r in part])
+            ys = np.array([r["measured"] for r in part])
+            low = np.array([max(r["lower"], 0.0) for r in part])
+            high = np.array([r["upper"] if math.isfinite(r["upper"]) else r["measured"] for r in part])
+            ax.errorbar(xs, ys, yerr=[ys - low, high - ys], fmt=marker, color="tab:blue", ms=5, capsize=2,
+                        label=f"measured ({group})")
+            for outside in (False, True):
+                keep = np.array([("*" in r["label"]) == outside for r in part])
+                if keep.any():
+                    ax.plot(xs[keep], np.array([r["bound"] for r in part])[keep], marker, mfc="none", color="tab:red",
+                            ms=6, alpha=0.3 if outside else 1.0,
+                            label=f"bound ({group}{', hypotheses fail' if outside else ''})")
+        axes[2].plot([max(r["tau_max"], 0.5) for r in part], [r["ratio"] for r in part], marker, color="tab:purple",
+                     label=group)
+    for col, xlabel in enumerate(("τ_max (0 drawn at 0.5)", "1 + τ_avg", "τ_max (0 drawn at 0.5)")):
+        axes[col].set_xscale("log")
+        axes[col].set_yscale("log")
+        axes[col].set_xlabel(xlabel)
+    axes[0].set_ylabel("(1/T) Σ ‖∇f(x_t)‖²")
+    axes[2].set_ylabel("measured / bound")
+    handles = {}
+    for ax in axes[:2]:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    axes[2].legend(fontsize=8, frameon=False)
+    fig.suptitle(f"{title}: {regime} step sizes" if title else f"{regime} step sizes")
     return save_figure(fig, path)
 
 
 def write(rows: list[dict], folder, *, setting: dict, title: str = "") -> list[Path]:
-    """delays.json, delays.csv, delays.md and delays.png in ``folder``, atomically."""
+    """delays.json, delays.csv, delays.md and one delays-<regime>.png per regime in ``folder``, atomically."""
     from .report import atomic_write
 
     folder = Path(folder)
@@ -281,4 +289,6 @@ def write(rows: list[dict], folder, *, setting: dict, title: str = "") -> list[P
             "rows": [{k: (number(v) if isinstance(v, float) else v) for k, v in r.items() if k != "terms"}
                      | {"terms": {k: number(v) for k, v in r["terms"].items()}} for r in rows]}
     return [write_json(folder / "delays.json", data), write_csv(folder / "delays.csv", flat, CSV_FIELDS),
-            atomic_write(folder / "delays.md", lambda f: f.write(text)), plot(rows, folder / "delays.png", title)]
+            atomic_write(folder / "delays.md", lambda f: f.write(text)),
+            *[plot(rows, regime, folder / f"delays-{regime}.png", title)
+              for regime in dict.fromkeys(r["regime"] for r in rows)]]

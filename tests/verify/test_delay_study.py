@@ -159,7 +159,8 @@ def test_table_and_files(small_study, tmp_path):
     text = delay_study.table(rows)
     assert "**theorem step sizes**" in text and "**fixed step sizes**" in text and "log-log slopes" in text
     paths = delay_study.write(rows, tmp_path, setting={"rounds": 60})
-    assert [p.name for p in paths] == ["delays.json", "delays.csv", "delays.md", "delays.png"]
+    assert [p.name for p in paths] == ["delays.json", "delays.csv", "delays.md", "delays-theorem.png",
+                                       "delays-fixed.png", "delays-safe.png"]
     data = json.loads((tmp_path / "delays.json").read_text())
     assert data["rows"][0]["measured"] == rows[0]["measured"] and "variance" in data["rows"][0]["terms"]
 

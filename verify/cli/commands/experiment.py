@@ -17,7 +17,7 @@ OUTPUT_FILES = ("experiment.json", "experiment.csv", "experiment.png", "tuning.c
 #: Rounds of the delays experiment, and its default clients and local steps.
 DELAY_ROUNDS, DELAY_CLIENTS, DELAY_LOCAL_STEPS = 400, 20, 2
 #: The files ``experiment delays`` writes into --output.
-DELAY_FILES = ("delays.json", "delays.csv", "delays.md", "delays.png")
+DELAY_FILES = ("delays.json", "delays.csv", "delays.md", "delays-theorem.png", "delays-fixed.png", "delays-safe.png")
 #: The files ``experiment --seeds`` writes into --output.
 SEED_FILES = ("seeds.json", "seeds.csv", "seeds.md", "seeds.png")
 
