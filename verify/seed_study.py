@@ -190,6 +190,18 @@ class SeedStudy:
             raise ValueError(f"no runs of {algorithm} under {pattern}")
         return float(min(c["communication"][-1] for c in runs.values()))
 
+    @classmethod
+    def from_result(cls, result) -> "SeedStudy":
+        """The one-seed study of an :class:`verify.experiment.ExperimentResult` (its setting's seed
+        and rounds); a run that stopped is left out."""
+        seed, rounds = int(result.setting.get("seed", 0)), int(result.setting["rounds"])
+        study = cls({k: v for k, v in result.setting.items() if k not in SEED_KEYS["setting"]})
+        for (algorithm, pattern), curve in result.curves.items():
+            if (algorithm, pattern) not in result.stopped:
+                study.runs.setdefault((algorithm, pattern), {})[seed] = curve
+                study.horizon[(algorithm, pattern, seed)] = rounds
+        return study
+
     def to_dict(self) -> dict:
         return {"setting": self.setting, "runs": [
             {"algorithm": a, "pattern": p, "seed": s, "horizon": self.horizon[(a, p, s)],
