@@ -43,3 +43,71 @@ def test_every_run_of_the_report_is_a_saved_run_of_the_command():
         run = saved[(name, pattern, *rates)]
         assert run["curve"]["rounds"] == curve["rounds"].tolist()
         assert run["curve"]["loss"] == pytest.approx(curve["loss"].tolist(), rel=0, abs=0)
+
+
+def test_the_report_states_stability_and_equal_communication_from_the_saved_runs():
+    from verify import seed_study
+
+    text = REPORT.read_text()
+    study = seed_study.SeedStudy.from_result(experiment.load_result(MAIN))
+    for pattern in ("P1", "P2", "P3"):
+        assert "\n".join(seed_study.loss_table(study, pattern, (200,))) in text, pattern
+        assert "\n".join(seed_study.communication_table(study, pattern, "fedsum-cr")) in text, pattern
+
+
+def test_the_readme_and_the_report_make_the_same_claim():
+    readme = (DOCS.parents[1] / "README.md").read_text()
+    title = REPORT.read_text().splitlines()[0]
+    assert "partly reproduced" in title and "headline ordering is not" in title
+    assert "*partly* reproduced" in readme and "headline ordering is not reproduced" in readme
+    assert "FedSUM Section 5 reproduced" not in readme
+
+
+DELAYS = DOCS / "fedsum-delays"
+
+
+def _delay_rows(folder):
+    import json
+
+    return json.loads((folder / "delays.json").read_text())["rows"]
+
+
+@pytest.mark.parametrize("problem", sorted(p.name for p in DELAYS.iterdir() if (p / "delays.json").is_file()))
+def test_the_delay_report_quotes_its_saved_study(problem):
+    """delays.md is the table of delays.json, and the report quotes it whole; the figures exist."""
+    from verify import delay_study
+
+    rows = _delay_rows(DELAYS / problem)
+    table = delay_study.table(rows)
+    assert (DELAYS / problem / "delays.md").read_text() == table
+    assert table.rstrip() in (DOCS / "fedsum-delays.md").read_text()
+    for regime in dict.fromkeys(r["regime"] for r in rows):
+        assert (DELAYS / problem / f"delays-{regime}.png").is_file()
+
+
+def test_the_delay_report_quotes_its_tau_tables():
+    text = (DOCS / "fedsum-delays.md").read_text()
+    for name in ("paper-settings-T500.txt", "paper-settings-T2000.txt", "mobiperf.txt"):
+        body = [line for line in (DELAYS / "tau" / name).read_text().splitlines() if not line.startswith("fedverify:")]
+        assert "\n".join(body) in text, name
+
+
+def test_the_quadratic_delay_study_reruns_to_the_same_numbers():
+    """The first rows of the shipped study, run again from the command's own settings."""
+    from verify import delay_study
+    from verify.choices import build_problem
+
+    import json
+
+    data = json.loads((DELAYS / "quadratic" / "delays.json").read_text())
+    setting = data["setting"]
+    problem = build_problem(setting["problem"], setting["n_clients"])
+    members = delay_study.delay_family(setting["n_clients"], setting["rate"], setting["rounds"], setting["trace_seed"])
+    wanted = {"cyclic S=4", "on/off C=20"}
+    rows = delay_study.run(setting["algorithm"], problem, setting["rounds"],
+                           members=[m for m in members if m.label in wanted], seeds=setting["seeds"],
+                           local_steps=setting["local_steps"], regimes=("theorem",), trace_seed=setting["trace_seed"])
+    shipped = {r["pattern"]: r for r in data["rows"] if r["regime"] == "theorem"}
+    for row in rows:
+        for key in ("tau_max", "tau_avg", "measured", "bound", "eta_l", "eta_g"):
+            assert row[key] == pytest.approx(shipped[row["pattern"]][key], rel=1e-12), (row["pattern"], key)
