@@ -169,9 +169,11 @@ class SeedStudy:
                 "half": half, "n": n, "verdict": verdict(mean, half, first, second) if n else "no common seed"}
 
     def variability(self, algorithm: str, pattern: str, window: int = LATE_WINDOW):
-        """(mean, half-width, n) of the late-round variability over the seeds."""
+        """(mean, half-width, n) of the late-round variability over the seeds whose runs recorded
+        at least 3 points in the window (n = 0 when none did)."""
         runs = self.runs.get((algorithm, pattern), {})
-        return interval([late_variability(c, window) for c in runs.values()])
+        return interval([late_variability(c, window) for c in runs.values()
+                         if (c["rounds"] > c["rounds"][-1] - window).sum() >= 3])
 
     def at_models(self, algorithm: str, pattern: str, models: float) -> dict:
         """seed -> loss at ``models`` models sent (seeds whose run never sent that many left out)."""
