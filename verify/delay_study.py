@@ -25,6 +25,9 @@ side beside the bound, in two regimes:
 * ``"safe"``: one pair admissible for the lemma on the family's trace with the largest
   τ_max; the conditions only loosen as τ_max falls, so every trace is inside the lemma: the
   effect of the delays alone, with the step sizes held where the theory covers them all.
+* ``"given"``: the user's (η_l, η_g) for every trace, judged against the lemma with the same
+  marks: for a problem whose estimated L makes the theory's step sizes too small to move the
+  model (the CNN), the delays' effect at step sizes that train it.
 
 The family (:func:`delay_family`) keeps the participation rate near ``rate`` (the share of
 clients in a round, FedSUM's S/N): deterministic and reshuffled cyclic blocks, uniform
@@ -45,11 +48,11 @@ from .report import figure, number, save_figure, write_csv, write_json
 
 #: The lemma that covers each FedSUM variant at arbitrary admissible step sizes.
 LEMMAS = {"fedsum-b": "fedsum.lemma_c6", "fedsum": "fedsum.lemma_d6", "fedsum-cr": "fedsum.lemma_e6"}
-REGIMES = ("theorem", "fixed", "safe")
+REGIMES = ("theorem", "fixed", "safe", "given")
 #: On/off cycle periods of the family (the active stretch is ``rate`` of each).
 PERIODS = (5, 10, 20, 40, 80)
 CSV_FIELDS = ("regime", "pattern", "group", "rate", "tau_max", "tau_avg", "measured", "lower", "upper", "bound",
-              "tau_avg_term", "tau_max_term", "ratio", "label", "eta_l", "eta_g")
+              "tau_avg_term", "tau_max_term", "ratio", "label", "eta_l", "eta_g", "loss")
 
 
 @dataclass(frozen=True)
@@ -119,10 +122,12 @@ def _trace(member: Member, rounds: int, seed: int):
 
 
 def run(algorithm: str, problem, rounds: int, *, members=None, rate: float = 0.2, seeds=3, local_steps: int = 2,
-        regimes=REGIMES, constants=None, trace_seed: int = 0, on_row=None) -> list[dict]:
+        regimes=("theorem", "fixed", "safe"), given=None, constants=None, trace_seed: int = 0,
+        on_row=None) -> list[dict]:
     """One row per (regime, member): the trace's τ_max and τ_avg and its rate, the measured left
-    side (mean over ``seeds`` with one-sided 95% limits), the bound with its noise and delay
-    terms, the ratio measured/bound and the verdict with its marks."""
+    side (mean over ``seeds`` with one-sided 95% limits), the bound with its τ_avg and τ_max
+    terms, the ratio measured/bound, the verdict with its marks, and the training loss
+    f(x_{T−1}) of the first seed's run (its last iterate of the left side). ``given``: (η_l, η_g) of the ``"given"`` regime."""
     from algorithms import get
 
     from .checking import check
@@ -132,6 +137,8 @@ def run(algorithm: str, problem, rounds: int, *, members=None, rate: float = 0.2
     for regime in regimes:
         if regime not in REGIMES:
             raise ValueError(f"regime must be one of {', '.join(REGIMES)}, got {regime!r}")
+    if ("given" in regimes) != (given is not None):
+        raise ValueError("the 'given' regime and given=(eta_l, eta_g) come together")
     members = delay_family(problem.n_clients, rate, rounds, trace_seed) if members is None else members
     traces = [(m, _trace(m, rounds, trace_seed)) for m in members]
     if constants is None:
@@ -152,17 +159,19 @@ def run(algorithm: str, problem, rounds: int, *, members=None, rate: float = 0.2
                            constants=constants)
             add("theorem", member, trace, result)
     lemma = LEMMAS[algorithm]
-    for regime in ("fixed", "safe"):
+    for regime in ("fixed", "safe", "given"):
         if regime not in regimes:
             continue
-        if regime == "safe":
+        if regime == "given":
+            steps = {"eta_l": float(given[0]), "eta_g": float(given[1])}
+        elif regime == "safe":
             anchor = max(traces, key=lambda mt: _tau(mt[1]))
         else:
             benign = [mt for mt in traces if mt[0].group == "same rate"] or traces
             anchor = min(benign, key=lambda mt: _tau(mt[1]))
-        admissible = check(algorithm, problem, anchor[1], lemma, seeds=1, local_steps=local_steps,
-                           step_sizes="admissible", constants=constants)
-        steps = admissible.step_sizes
+        if regime != "given":
+            steps = check(algorithm, problem, anchor[1], lemma, seeds=1, local_steps=local_steps,
+                          step_sizes="admissible", constants=constants).step_sizes
         fixed = get(algorithm, eta_l=steps["eta_l"], eta_g=steps["eta_g"], local_steps=local_steps)
         for member, trace in traces:
             result = check(fixed, problem, trace, lemma, seeds=seeds, step_sizes="given", constants=constants)
@@ -185,7 +194,13 @@ def _row(regime: str, member: Member, trace, result) -> dict:
             "tau_avg": float(result.tau_avg), "measured": float(result.measured), "lower": float(result.lower),
             "upper": float(result.upper), "bound": result.bound_value, "tau_avg_term": noise, "tau_max_term": delay,
             "ratio": float(result.ratio), "label": result.label, "eta_l": float(result.step_sizes["eta_l"]),
-            "eta_g": float(result.step_sizes["eta_g"]), "terms": terms}
+            "eta_g": float(result.step_sizes["eta_g"]), "loss": _final_loss(result), "terms": terms}
+
+
+def _final_loss(result) -> float:
+    """f(x_{T−1}) of the first seed's run: its last recorded loss."""
+    run = result.first_run
+    return float(run.loss[-1]) if run is not None and np.size(run.loss) else float("nan")
 
 
 def _split_terms(terms: dict) -> tuple[float, float]:
@@ -211,13 +226,13 @@ def table(rows: list[dict]) -> str:
         here = sorted((r for r in rows if r["regime"] == regime), key=lambda r: (r["tau_max"], r["tau_avg"]))
         lines += [f"**{regime} step sizes**", "",
                   "| pattern | group | rate | τ_max | τ_avg | η_l | η_g | measured [95% limits] | bound | τ_avg term | "
-                  "τ_max term | measured/bound | verdict |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "τ_max term | measured/bound | verdict | f(x_{T−1}) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in here:
             lines.append(f"| {r['pattern']} | {r['group']} | {r['rate']:.3f} | {r['tau_max']:g} | {r['tau_avg']:.2f} | "
                          f"{r['eta_l']:.3g} | {r['eta_g']:.3g} | {r['measured']:.4g} [{r['lower']:.4g}, {r['upper']:.4g}] | "
                          f"{r['bound']:.4g} | {r['tau_avg_term']:.4g} | {r['tau_max_term']:.4g} | {r['ratio']:.3g} | "
-                         f"{r['label']} |")
+                         f"{r['label']} | {r['loss']:.4g} |")
         same = [r for r in here if r["group"] != "other rate"]
         lines += ["", f"log-log slopes over the patterns of about the same rate: measured against τ_max "
                       f"{slope(same, 'tau_max', 'measured'):.2f}, bound against τ_max {slope(same, 'tau_max', 'bound'):.2f}; "

@@ -94,12 +94,40 @@ def test_the_measured_side_is_the_mean_over_seeds_of_independent_runs(small_stud
     for row, member in zip(rows, members * 3):
         trace = delay_study._trace(member, 60, 0)
         algorithm = algorithms.get("fedsum", eta_l=row["eta_l"], eta_g=row["eta_g"], local_steps=2)
-        values = []
+        values, losses = [], []
         for seed in (0, 1):
             history = algorithms.run(algorithm, problem, trace, seed=seed)
             values.append(float(np.mean(history.grad_norm2)))
+            losses.append(float(problem.loss(torch.as_tensor(_iterate(algorithm, problem, trace, seed)))))
         assert row["measured"] == pytest.approx(np.mean(values), rel=1e-9)
+        assert row["loss"] == pytest.approx(losses[0], rel=1e-9)          # f(x_{T−1}) of the first seed
         assert row["ratio"] == pytest.approx(row["measured"] / row["bound"])
+
+
+def _iterate(algorithm, problem, trace, seed):
+    """x_{T−1}: the final model of the same run stopped one round earlier (the rates, traces and
+    noise of a round do not depend on T)."""
+    from participation import Trace
+
+    shorter = Trace(np.asarray(trace.mask)[:-1])
+    return algorithms.run(algorithm, problem, shorter, seed=seed).final_params
+
+
+def test_given_step_sizes_are_used_everywhere_and_marked_where_the_lemma_breaks():
+    from bounds.fedsum import check_step_sizes
+
+    problem = Quadratic.random(6, 3, heterogeneity=1.0, noise_std=0.5, seed=0)
+    members = [delay_study.Member("cyclic S=2", "same rate", Cyclic(6, 2)),
+               delay_study.Member("on/off C=12", "same rate", OnOffCycles.from_probability(6, 12, 1 / 3))]
+    rows = delay_study.run("fedsum", problem, 40, members=members, seeds=[0, 1], local_steps=2, regimes=("given",),
+                           given=(0.05, 1.0))
+    c = _constants(problem)
+    assert [(r["regime"], r["eta_l"], r["eta_g"]) for r in rows] == [("given", 0.05, 1.0)] * 2
+    for r in rows:
+        broken = bool(check_step_sizes(c, 1.0, 0.05, r["tau_max"], r["tau_avg"], algorithm="fedsum"))
+        assert ("*" in r["label"]) == broken
+    with pytest.raises(ValueError, match="come together"):
+        delay_study.run("fedsum", problem, 40, members=members, seeds=[0, 1], regimes=("given",))
 
 
 def _constants(problem):

@@ -17,7 +17,8 @@ OUTPUT_FILES = ("experiment.json", "experiment.csv", "experiment.png", "tuning.c
 #: Rounds of the delays experiment, and its default clients and local steps.
 DELAY_ROUNDS, DELAY_CLIENTS, DELAY_LOCAL_STEPS = 400, 20, 2
 #: The files ``experiment delays`` writes into --output.
-DELAY_FILES = ("delays.json", "delays.csv", "delays.md", "delays-theorem.png", "delays-fixed.png", "delays-safe.png")
+DELAY_FILES = ("delays.json", "delays.csv", "delays.md", "delays-theorem.png", "delays-fixed.png", "delays-safe.png",
+               "delays-given.png")
 #: The files ``experiment --seeds`` writes into --output.
 SEED_FILES = ("seeds.json", "seeds.csv", "seeds.md", "seeds.png")
 
@@ -85,7 +86,7 @@ def add_arguments(parser) -> None:
                         default=["theorem", "fixed", "safe"],
                         help="delays: Thm 4.1's step sizes per trace; one pair admissible for the lemma on the most "
                              "benign trace (marked * where a trace breaks it); one pair admissible on every trace "
-                             "(default all three)")
+                             "(default all three); --eta-l (with --eta-g) adds a 'given' regime at those step sizes")
     parser.add_argument("--device", help="torch device, e.g. cuda")
     parser.add_argument("--output", "-o", type=arguments.path, default="fedverify-experiment", help="output folder (created)")
     arguments.add_plugin(parser)
@@ -253,12 +254,20 @@ def _run_delays(args) -> str:
         raise UsageError(f"--seeds repeats a seed: {' '.join(str(s) for s in seeds)}")
     if len(seeds) < 2:
         raise UsageError("--seeds: give at least 2 seeds, so that each measured value has a confidence interval")
+    given = None
+    regimes = list(args.regimes)
+    if args.eta_l is not None:
+        for flag, value in (("--eta-l", args.eta_l), ("--eta-g", args.eta_g)):
+            if not (value > 0 and math.isfinite(value)):
+                raise UsageError(f"{flag} must be > 0 and finite, got {value}")
+        given = (args.eta_l, args.eta_g)
+        regimes.append("given")
     writable_folder(Path(args.output), "--output", DELAY_FILES)
     problem = build_problem(args.problem, n)
     members = delay_study.delay_family(n, args.rate, rounds, args.seed)
-    count = len(members) * len(args.regimes)
+    count = len(members) * len(regimes)
     announce(f"experiment delays: {args.algorithm} on {args.problem} (N={n}, K={local_steps}, T={rounds}) under "
-             f"{len(members)} patterns, {len(args.regimes)} regime(s), {len(seeds)} seeds: {count} checks")
+             f"{len(members)} patterns, {len(regimes)} regime(s), {len(seeds)} seeds: {count} checks")
     done = []
 
     def finished(row):
@@ -268,10 +277,10 @@ def _run_delays(args) -> str:
                       f"({row['label']})")
 
     rows = delay_study.run(args.algorithm, problem, rounds, members=members, seeds=seeds, local_steps=local_steps,
-                           regimes=args.regimes, trace_seed=args.seed, on_row=finished)
+                           regimes=regimes, given=given, trace_seed=args.seed, on_row=finished)
     setting = {"algorithm": args.algorithm, "problem": args.problem, "n_clients": n, "rounds": rounds,
                "local_steps": local_steps, "rate": args.rate, "seeds": list(seeds), "trace_seed": args.seed,
-               "regimes": list(args.regimes)}
+               "regimes": regimes, "given": list(given) if given else None}
     title = f"{args.algorithm} on {args.problem}: N={n}, K={local_steps}, T={rounds}, {len(seeds)} seeds"
     paths = delay_study.write(rows, args.output, setting=setting, title=title)
     return "\n".join([title, delay_study.table(rows), "wrote " + ", ".join(str(p) for p in paths)])
