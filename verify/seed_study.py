@@ -314,6 +314,15 @@ def difference_table(study: SeedStudy, pairs, pattern: str, at_rounds) -> list[s
     return lines
 
 
+def default_pairs(algorithms) -> list[tuple[str, str]]:
+    """FedSUM-CR, then FedSUM, against every other algorithm of ``algorithms`` (each pair once):
+    the comparisons the FedSUM paper's claims are about."""
+    pairs = []
+    for first in [a for a in ("fedsum-cr", "fedsum") if a in algorithms]:
+        pairs += [(first, other) for other in algorithms if other != first and (other, first) not in pairs]
+    return pairs
+
+
 def resolution(study: SeedStudy, pairs, at_round: int) -> float:
     """The median half-width of the pairs' intervals at ``at_round`` over every pattern: the size
     below which a paired difference of these seeds is typically unresolved."""

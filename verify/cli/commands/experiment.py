@@ -198,11 +198,9 @@ def _run_one(args, algorithms, dataset: str, batch: int, eta_l: float, seed: int
 
 def _pairs(args, algorithms) -> list[tuple[str, str]]:
     if args.pairs is None:
-        leaders = [a for a in ("fedsum-cr", "fedsum") if a in algorithms]
-        pairs = []
-        for first in leaders:
-            pairs += [(first, other) for other in algorithms if other != first and (other, first) not in pairs]
-        return pairs
+        from verify.seed_study import default_pairs
+
+        return default_pairs(algorithms)
     from algorithms import names
 
     pairs = []
