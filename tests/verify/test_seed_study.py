@@ -209,3 +209,19 @@ def test_every_listed_algorithm_has_its_own_colour_and_line_style():
 
 def test_the_experiments_algorithms_and_fedsum_b_are_listed():
     assert {*experiment.ALGORITHMS, "fedsum-b"} <= set(algorithm_styles.STYLES)
+
+
+def test_one_experiment_result_is_a_one_seed_study():
+    result = experiment.ExperimentResult({"rounds": 40, "seed": 3, "eta_l": 0.1})
+    result.curves[("fedsum-cr", "P1")] = curve([0, 10, 20, 30, 40], [3.0, 2.0, 1.5, 1.2, 1.0], sent=[0, 5, 10, 15, 20])
+    result.curves[("fedvarp", "P1")] = curve([0, 10, 20, 30, 40], [3.0, 1.8, 1.4, 1.1, 0.9], sent=[0, 5, 10, 15, 20])
+    result.curves[("fedavg", "P1")] = curve([0, 10], [3.0, np.inf])
+    result.stopped[("fedavg", "P1")] = "loss became inf"
+    study = seed_study.SeedStudy.from_result(result)
+    assert study.seeds == [3] and study.algorithms == ["fedsum-cr", "fedvarp"]    # the stopped run left out
+    assert study.horizon[("fedvarp", "P1", 3)] == 40 and "rounds" not in study.setting
+    assert study.at_models("fedvarp", "P1", 20.0) == {3: 0.9}
+    assert study.final_models("fedsum-cr", "P1") == 20.0
+    assert seed_study.default_pairs(study.algorithms) == [("fedsum-cr", "fedvarp")]
+    assert seed_study.default_pairs(["fedavg", "fedsum", "fedsum-cr"]) == [
+        ("fedsum-cr", "fedavg"), ("fedsum-cr", "fedsum"), ("fedsum", "fedavg")]
