@@ -204,7 +204,8 @@ def test_command_writes_the_study(tmp_path):
 
 @pytest.mark.parametrize("extra,message", [(["--rate", "0.7"], "--rate must lie in (0, 0.5], got 0.7"),
                                            (["--seeds", "3"], "at least 2 seeds"),
-                                           (["--seeds", "1", "1"], "--seeds repeats a seed: 1 1")])
+                                           (["--seeds", "1", "1"], "--seeds repeats a seed: 1 1"),
+                                           (["--regimes", "given"], "--regimes given runs at --eta-l and --eta-g")])
 def test_bad_delay_options_are_one_line_exit_2(tmp_path, extra, message):
     done = run_main("experiment", "delays", "--no-progress", "-o", tmp_path, *extra)
     assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1

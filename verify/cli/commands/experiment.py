@@ -82,7 +82,7 @@ def add_arguments(parser) -> None:
     delays.add_argument("--rate", type=float, default=0.2,
                         help="delays: participation rate S/N of the family (default 0.2; a second group runs at half "
                              "and twice it)")
-    delays.add_argument("--regimes", nargs="+", choices=["theorem", "fixed", "safe"],
+    delays.add_argument("--regimes", nargs="+", choices=["theorem", "fixed", "safe", "given"],
                         default=["theorem", "fixed", "safe"],
                         help="delays: Thm 4.1's step sizes per trace; one pair admissible for the lemma on the most "
                              "benign trace (marked * where a trace breaks it); one pair admissible on every trace "
@@ -253,13 +253,16 @@ def _run_delays(args) -> str:
     if len(seeds) < 2:
         raise UsageError("--seeds: give at least 2 seeds, so that each measured value has a confidence interval")
     given = None
-    regimes = list(args.regimes)
+    regimes = list(dict.fromkeys(args.regimes))
     if args.eta_l is not None:
         for flag, value in (("--eta-l", args.eta_l), ("--eta-g", args.eta_g)):
             if not (value > 0 and math.isfinite(value)):
                 raise UsageError(f"{flag} must be > 0 and finite, got {value}")
         given = (args.eta_l, args.eta_g)
-        regimes.append("given")
+        if "given" not in regimes:
+            regimes.append("given")
+    elif "given" in regimes:
+        raise UsageError("--regimes given runs at --eta-l and --eta-g: give --eta-l")
     writable_folder(Path(args.output), "--output", DELAY_FILES)
     problem = build_problem(args.problem, n)
     members = delay_study.delay_family(n, args.rate, rounds, args.seed)
