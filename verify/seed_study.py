@@ -372,26 +372,22 @@ def markdown(study: SeedStudy, *, at_rounds=(), pairs=(), reference: str | None 
 # ---------------------------------------------------------------------------- figures
 
 
-def _band(curves: list[dict], x_key: str):
-    """Rounds (or mean models sent), mean loss and the interval's half-width at each recorded
-    round all the curves share."""
-    count = min(c["rounds"].size for c in curves)
-    rounds = curves[0]["rounds"][:count]
-    loss = np.stack([c["loss"][:count] for c in curves])
-    xs = np.stack([c[x_key][:count] for c in curves]).mean(axis=0) if x_key != "rounds" else rounds
-    mean = loss.mean(axis=0)
-    if len(curves) < 2:
-        return xs, mean, np.zeros_like(mean)
-    from scipy import stats
-
-    half = stats.t.ppf(0.5 + LEVEL / 2, len(curves) - 1) * loss.std(axis=0, ddof=1) / math.sqrt(len(curves))
-    return xs, mean, half
+def _aligned(curves: list[dict], key: str):
+    """(rounds, values) with one row per curve on the union of their recorded rounds; NaN
+    where a curve did not reach a round."""
+    rounds = np.unique(np.concatenate([c["rounds"] for c in curves]))
+    table = np.full((len(curves), rounds.size), np.nan)
+    for row, c in enumerate(curves):
+        table[row, np.searchsorted(rounds, c["rounds"])] = c[key][:c["rounds"].size]
+    return rounds, table
 
 
 def plot(study: SeedStudy, path, from_round: int | None = None) -> Path:
-    """Per pattern (columns): mean training loss with its interval band against rounds (top),
-    against models sent (middle), and the rounds from ``from_round`` on (bottom; default the
-    last ``LATE_WINDOW`` of the longest horizon)."""
+    """Per pattern (columns): training loss against rounds (top), against models sent (middle),
+    and the rounds from ``from_round`` on (bottom; default the last ``LATE_WINDOW`` of the
+    longest horizon). Each seed's run is a thin line, the mean over the seeds a thick one where
+    every seed reached the round (the intervals are in the tables: with three seeds a band
+    would hide the runs)."""
     patterns = study.patterns
     last = max(study.horizon.values())
     start = max(0, last - LATE_WINDOW) if from_round is None else from_round
@@ -402,21 +398,28 @@ def plot(study: SeedStudy, path, from_round: int | None = None) -> Path:
             if not runs:
                 continue
             curves = [runs[s] for s in sorted(runs)]
-            for row, x_key in enumerate(("rounds", "communication", "rounds")):
-                xs, mean, half = _band(curves, x_key)
-                if row == 2:
-                    keep = xs >= start
-                    if not keep.any():
-                        continue
-                    xs, mean, half = xs[keep], mean[keep], half[keep]
+            rounds, loss = _aligned(curves, "loss")
+            _, sent = _aligned(curves, "communication")
+            mean_loss = np.nanmean(loss, axis=0)
+            for row, x_of in enumerate((lambda: rounds, lambda: np.nanmean(sent, axis=0), lambda: rounds)):
                 ax = axes[row, col]
-                line, = ax.plot(xs, mean, label=f"{algorithm} ({len(curves)} seeds)", **style(algorithm))
-                ax.fill_between(xs, mean - half, mean + half, color=line.get_color(), alpha=0.15, linewidth=0)
+                xs = x_of()
+                keep = xs >= start if row == 2 else np.ones(xs.size, dtype=bool)
+                if not keep.any():
+                    continue
+                for k in range(len(curves)):
+                    own = (sent[k] if row == 1 else rounds)[keep]
+                    ax.plot(own, loss[k][keep], linewidth=1.2 if row == 2 else 0.6, alpha=0.9 if row == 2 else 0.45,
+                            **style(algorithm))
+                complete = keep & ~np.isnan(loss).any(axis=0)       # the mean only where every seed ran
+                if complete.any():
+                    ax.plot(xs[complete], mean_loss[complete], linewidth=1.8,
+                            label=f"{algorithm} (mean of {len(curves)} seeds)", **style(algorithm))
         axes[0, col].set_title(pattern)
         for row, xlabel in enumerate(("round", "models sent", "round")):
             axes[row, col].set_xlabel(xlabel)
             axes[row, col].set_ylabel("training loss")
-        axes[2, col].set_title(f"{pattern}, rounds {start}–{last}", fontsize=9)
+        axes[2, col].set_title(f"{pattern}, rounds {start}–{last} (each run that reached them)", fontsize=9)
     handles = {}
     for ax in axes.ravel():
         for h, label in zip(*ax.get_legend_handles_labels()):
