@@ -111,3 +111,29 @@ def test_the_quadratic_delay_study_reruns_to_the_same_numbers():
     for row in rows:
         for key in ("tau_max", "tau_avg", "measured", "bound", "eta_l", "eta_g"):
             assert row[key] == pytest.approx(shipped[row["pattern"]][key], rel=1e-12), (row["pattern"], key)
+
+
+SEEDS = MAIN / "seeds"
+
+
+def _seed_markdown() -> str:
+    from verify import seed_study
+
+    study = seed_study.collect(SEEDS, eta_l=0.0005, eta_g=20.0)
+    return seed_study.markdown(study, at_rounds=(100, 200), pairs=seed_study.default_pairs(study.algorithms),
+                               reference="fedsum-cr")
+
+
+def test_the_seed_study_is_its_saved_runs_and_the_report_quotes_it():
+    """seeds.md is the study of the saved runs (three seeds of the five algorithms the report's
+    conclusions rest on), and the report quotes it whole."""
+    from verify import seed_study
+
+    study = seed_study.collect(SEEDS, eta_l=0.0005, eta_g=20.0)
+    assert study.seeds == [0, 1, 2]
+    assert set(study.algorithms) == {"fedsum", "fedsum-cr", "fedavg", "fedvarp", "scaffold"}
+    for runs in study.runs.values():
+        assert sorted(runs) == [0, 1, 2]
+    text = _seed_markdown()
+    assert (SEEDS / "seeds.md").read_text() == text
+    assert text.rstrip() in REPORT.read_text()
