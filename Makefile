@@ -1,7 +1,7 @@
 # Every target creates (or reuses) .venv and installs what it needs; torch is pinned to
 # its CPU build through constraints.txt. Packages are installed without byte-compiling them
-# (--no-compile): the first import compiles and caches only the modules a command uses,
-# a small part of torch's, Ray's and Flower's.
+# (--no-compile), and one import of the heavy ones then compiles and caches only the modules
+# fedverify uses, a small part of torch's, Ray's and Flower's, before anything runs in parallel.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -15,15 +15,19 @@ define install
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e ".[$(1)]"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -c "$(2)"
 endef
 
+WARM := import torch, scipy.stats, sympy, matplotlib.figure, participation, bounds, algorithms, verify.checking
+WARM_FLOWER := $(WARM), flwr.simulation, flwr.serverapp, flwr.clientapp, ray
+
 $(STAMP): pyproject.toml constraints.txt
-	$(call install,test)
+	$(call install,test,$(WARM))
 	touch $(STAMP)
 
 # The same with Flower and its simulation engine (Ray), so that the Flower tests run instead of skipping
 $(VENV)/.flower: pyproject.toml constraints.txt
-	$(call install,test$(COMMA)flower)
+	$(call install,test$(COMMA)flower,$(WARM_FLOWER))
 	touch $(STAMP) $(VENV)/.flower
 
 flower: $(VENV)/.flower
