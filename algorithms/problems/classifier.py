@@ -40,6 +40,7 @@ __all__ = ["Classifier"]
 MODELS = ("mlp", "cnn")
 _EVAL_ROWS = 1024            # samples per forward pass in ``accuracy``
 _GRAD_FLOATS = 2**27         # per-sample gradient floats held at once in ``gradient_variance``
+_GROUPED_PASS = 16           # on a CPU, mini-batches above twice this run through the grouped network in passes of it
 #: ``constants()`` effort by model: (power iterations, L-BFGS iterations for f*, samples per client for L, σ²).
 _EFFORT = {"mlp": (50, 300, None), "cnn": (10, 0, 64)}
 
@@ -324,11 +325,16 @@ class Classifier(ClientDataProblem):
         clients = self._check_X(X, clients)
         A, y = self.data.minibatch(clients, draws, self.batch_size)
         if self._grouped:
+            B = self.batch_size
+            step = _GROUPED_PASS if self.device.type == "cpu" and B > 2 * _GROUPED_PASS else B
+            G = None
             with torch.enable_grad():
                 Xg = X.detach().requires_grad_()
-                Z = grouped.grouped_logits(self._module, self._shapes, Xg, A, self.image_shape)
-                ce = torch.logsumexp(Z, -1) - Z.gather(-1, y[..., None])[..., 0]
-                G, = torch.autograd.grad(ce.sum() / self.batch_size, Xg)
+                for s in range(0, B, step):          # passes over the batch (a CPU's caches), not over clients
+                    Z = grouped.grouped_logits(self._module, self._shapes, Xg, A[:, s:s + step], self.image_shape)
+                    ce = torch.logsumexp(Z, -1) - Z.gather(-1, y[:, s:s + step, None])[..., 0]
+                    g, = torch.autograd.grad(ce.sum() / B, Xg)
+                    G = g if G is None else G + g
             return G + self.reg * X
         w = torch.full(y.shape, 1.0 / self.batch_size, dtype=self.dtype, device=self.device)
         return vmap(grad(self._data_loss))(X, A, y, w) + self.reg * X

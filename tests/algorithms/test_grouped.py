@@ -86,20 +86,21 @@ def test_networks_it_cannot_run_are_refused(net):
     assert not grouped.supports(net)
 
 
-def _classifier(model):
+def _classifier(model, batch=6):
     from algorithms.data import load
 
     X, y = load("digits", None, "train", limit=160)
     if model == "mlp":
-        return Classifier.from_arrays(X.reshape(len(y), -1), y, 5, 0.3, model="mlp", seed=0, batch_size=6,
+        return Classifier.from_arrays(X.reshape(len(y), -1), y, 5, 0.3, model="mlp", seed=0, batch_size=batch,
                                       dtype=torch.float64)
-    return Classifier.from_arrays(X, y, 5, 0.3, model="cnn", dataset="digits", seed=0, batch_size=6,
+    return Classifier.from_arrays(X, y, 5, 0.3, model="cnn", dataset="digits", seed=0, batch_size=batch,
                                   dtype=torch.float64)
 
 
-@pytest.mark.parametrize("model", ["cnn", "mlp"])
-def test_classifier_local_gradients_do_not_depend_on_the_path(model):
-    problem = _classifier(model)
+@pytest.mark.parametrize("model, batch", [("cnn", 6), ("mlp", 6), ("cnn", 40), ("mlp", 40)])
+def test_classifier_local_gradients_do_not_depend_on_the_path(model, batch):
+    """The grouped network (in passes over a mini-batch of 40) against vmap over the clients."""
+    problem = _classifier(model, batch)
     assert problem._grouped
     X = problem.x0 + 0.05 * torch.randn(3, problem.dim, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     clients = torch.tensor([0, 2, 4])
