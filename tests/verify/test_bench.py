@@ -52,6 +52,9 @@ def test_bench_quick_prints_every_row(monkeypatch, capsys):
     monkeypatch.setattr(bench, "training_round_ratios", lambda quick: training_round_ratios(work=work))
     monkeypatch.setattr(bench, "flower_ratio", lambda quick: bench.Skipped("FedAvg vs Flower", "not run in this test"))
     monkeypatch.setattr(bench_checks, "batch_ratios", lambda quick: tiny_batch_rows())
+    cnn_row = bench.cnn_local_step_ratio
+    monkeypatch.setattr(bench, "cnn_local_step_ratio",
+                        lambda quick, batch=10: cnn_row(quick=True, clients=3, batch=batch, steps=1))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert main(["bench", "--quick"]) == 0
     out = capsys.readouterr().out
@@ -61,7 +64,8 @@ def test_bench_quick_prints_every_row(monkeypatch, capsys):
                 "Monte-Carlo E[tau_max], diurnal groups (auto):",
                 "Monte-Carlo E[tau_max], selection among available (uniform, auto):",
                 "Monte-Carlo E[tau_max], selection among available (reshuffled, auto):",
-                "training rounds, FedAvg:", "training rounds, FedSUM:", "local steps, MNIST CNN:", "FedAvg vs Flower:",
+                "training rounds, FedAvg:", "training rounds, FedSUM:", "local steps, MNIST CNN, batch 10:",
+                "local steps, MNIST CNN, batch 128:", "FedAvg vs Flower:",
                 "GPU:", "check (default), batched:", "conformance search:", "rounds/s per run, batch of 25:"):
         assert sum(line.startswith(row) for line in out.splitlines()) == 1, row
     assert out.startswith("fedverify bench --quick:")
@@ -85,8 +89,10 @@ def test_batch_rows_compare_the_same_numbers():
 
 
 @pytest.mark.slow
-def test_cnn_row_measures_equal_work():
-    row = bench.cnn_local_step_ratio(quick=True, clients=3, batch=2, steps=1)
+@pytest.mark.parametrize("batch", [2, 40])                     # one pass, and passes of 16 samples
+def test_cnn_row_measures_equal_work(batch):
+    row = bench.cnn_local_step_ratio(quick=True, clients=3, batch=batch, steps=1)
+    assert row.name.endswith(f"batch {batch}")
     assert row.baseline == "vmap(grad)" and row.baseline_seconds > 0 and row.fast_seconds > 0
     assert float(row.note.split()[3]) < 1e-4                   # the same gradients, to float32 rounding
 
