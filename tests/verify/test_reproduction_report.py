@@ -137,3 +137,25 @@ def test_the_seed_study_is_its_saved_runs_and_the_report_quotes_it():
     text = _seed_markdown()
     assert (SEEDS / "seeds.md").read_text() == text
     assert text.rstrip() in REPORT.read_text()
+
+
+def test_the_batch_comparison_pairs_each_batch_128_run_with_its_saved_batch_10_twin():
+    """The report's batch-10/batch-128 table: readings of the saved runs of seed 0 under P1, the
+    batch-128 runs differing from the seed study's in the mini-batch only."""
+    from verify import seed_study
+
+    folder = MAIN / "batch-128"
+    large = seed_study.SeedStudy.from_result(experiment.load_result(folder))
+    small = seed_study.collect(SEEDS, eta_l=0.0005, eta_g=20.0)
+    ours = {k: v for k, v in large.setting.items() if k not in ("rounds", "dim")}
+    theirs = {k: v for k, v in small.setting.items() if k not in ("rounds", "dim")}
+    assert ours == theirs                                  # same rates, K, schedule, noise; seed 0
+    for path in (folder / "runs").glob("*.json"):
+        config, _, _ = experiment.read_saved_run(path)
+        assert config["problem"]["batch"] == 128 and "batch_size=128" in config["problem"]["problem"]
+    text = REPORT.read_text()
+    for name in ("fedsum-cr", "scaffold", "fedvarp"):
+        for batch, study in ((10, small), (128, large)):
+            curve = study.runs[(name, "P1")][0]
+            row = f"| {name} | {batch} | " + " | ".join(f"{seed_study.reading(curve, r):.4f}" for r in (60, 100, 150, 200))
+            assert row + " |" in text, row
