@@ -10,7 +10,7 @@ Following FedSUM eq. (1),
 Many client models are evaluated at once with ``torch.func.functional_call`` under
 ``torch.func.vmap`` (clients on the vmapped axis; samples, where many, in chunks of
 ``chunk_size`` padded positions per client); the local steps' mini-batch gradients run the
-copies as one grouped network instead (``grouped``: the same numbers, 2–4× faster on a CPU),
+copies as one grouped network instead (``grouped``: the same numbers; ``fedverify bench`` times both),
 and f and ∇f at one point are one weighted pass over the real samples (no padding).
 Stochastic gradients use mini-batches of
 ``batch_size`` samples drawn uniformly **with replacement** from the client's data, at

@@ -2,10 +2,9 @@
 
 A client's local step needs the mini-batch gradient of its own copy of the network at its own
 parameters; a round needs that for every active client at once. ``torch.func.vmap`` over
-``functional_call`` does it for any network, but on a CPU it pays for moving the vmapped axis
-in and out of every convolution and pool (3.7× slower than this module for the MNIST CNN of
-FedSUM Table 2 at 20 clients and mini-batches of 10; 2× at 32). Here the copies are laid out
-the way the kernels want them:
+``functional_call`` does it for any network, but on a CPU it can pay for moving the vmapped
+axis in and out of every convolution and pool (``fedverify bench`` measures both paths on the
+MNIST CNN of FedSUM Table 2). Here the copies are laid out the way the kernels want them:
 
 * an image layer sees the m copies side by side in the channel axis, (B, m·C, H, W): a
   convolution is one grouped convolution (``groups = m``, copy k's filters acting on copy k's
