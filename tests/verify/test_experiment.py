@@ -57,7 +57,7 @@ def test_command_on_mnist_format_files(tmp_path):
     (("--dataset", "mnist", "--root", "missing-folder"), "train-images-idx3-ubyte"),
     (("--algorithms", "fedsun"), "unknown algorithm 'fedsun'"),
     (("--patterns", "P9"), "unknown pattern 'P9'"),
-    (("--alpha", "0"), "--alpha must be > 0"),
+    (("--alpha", "0"), "--alpha: must be positive, got 0"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message):
     done = run_main("experiment", "fedsum", *args)

@@ -34,7 +34,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--limit", type=arguments.positive(int), help="use only the first LIMIT training samples")
     parser.add_argument("--clients", "-N", type=arguments.positive(int),
                         help="clients (fedsum: the paper's 100; delays: 20)")
-    parser.add_argument("--alpha", type=float, default=0.1, help="Dirichlet label-split concentration (paper: 0.1)")
+    parser.add_argument("--alpha", type=arguments.positive(float), default=0.1, help="Dirichlet label-split concentration (paper: 0.1)")
     parser.add_argument("--rounds", "-T", type=arguments.positive(int),
                         help=f"rounds T (fedsum: paper 2000, default {EXPERIMENT_ROUNDS}, a few minutes on two cores; "
                              f"delays: default {DELAY_ROUNDS})")
@@ -43,11 +43,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--batch", type=arguments.positive(int),
                         help="mini-batch (paper: 128 of ~600 samples per client; default 10 for mnist-5k's ~40, "
                              "32 for digits, 128 otherwise)")
-    parser.add_argument("--eta-l", type=float,
+    parser.add_argument("--eta-l", type=arguments.positive(float),
                         help="initial local rate η_0, decayed as η_0/√(t/10+1) as in the paper "
                              "(default: the paper's 0.01; 0.05 for digits)")
     parser.add_argument("--constant-rate", action="store_true", help="keep η_l constant instead of decaying it")
-    parser.add_argument("--eta-g", type=float, default=1.0, help="server rate (paper: 1.0)")
+    parser.add_argument("--eta-g", type=arguments.positive(float), default=1.0, help="server rate (paper: 1.0)")
     parser.add_argument("--tune", action="store_true",
                         help="first choose (η_0, η_g) on FedAvg as the paper does: the grid η_0 in "
                              "{0.01, 0.005, 0.001, 0.0005} with η_0·η_g = 0.01, lowest final training loss wins "
@@ -117,9 +117,6 @@ def run(args) -> str:
     dataset = args.dataset.lower()
     batch = args.batch or experiment.DEFAULT_BATCH.get(dataset, 128)
     eta_l = args.eta_l if args.eta_l is not None else (0.05 if dataset == "digits" else 0.01)
-    for flag, value in (("--alpha", args.alpha), ("--eta-l", eta_l), ("--eta-g", args.eta_g)):
-        if not (value > 0 and math.isfinite(value)):
-            raise UsageError(f"{flag} must be > 0 and finite, got {value}")
     device(args.device)
     experiment.check_sizes(args.clients, args.rounds, args.patterns)
     if args.seeds is not None:
@@ -255,9 +252,6 @@ def _run_delays(args) -> str:
     given = None
     regimes = list(dict.fromkeys(args.regimes))
     if args.eta_l is not None:
-        for flag, value in (("--eta-l", args.eta_l), ("--eta-g", args.eta_g)):
-            if not (value > 0 and math.isfinite(value)):
-                raise UsageError(f"{flag} must be > 0 and finite, got {value}")
         given = (args.eta_l, args.eta_g)
         if "given" not in regimes:
             regimes.append("given")
