@@ -401,9 +401,8 @@ def plot(study: SeedStudy, path, from_round: int | None = None) -> Path:
             rounds, loss = _aligned(curves, "loss")
             _, sent = _aligned(curves, "communication")
             mean_loss = np.nanmean(loss, axis=0)
-            for row, x_of in enumerate((lambda: rounds, lambda: np.nanmean(sent, axis=0), lambda: rounds)):
+            for row, xs in enumerate((rounds, np.nanmean(sent, axis=0), rounds)):
                 ax = axes[row, col]
-                xs = x_of()
                 keep = xs >= start if row == 2 else np.ones(xs.size, dtype=bool)
                 if not keep.any():
                     continue
