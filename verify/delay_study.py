@@ -127,7 +127,8 @@ def run(algorithm: str, problem, rounds: int, *, members=None, rate: float = 0.2
     """One row per (regime, member): the trace's τ_max and τ_avg and its rate, the measured left
     side (mean over ``seeds`` with one-sided 95% limits), the bound with its τ_avg and τ_max
     terms, the ratio measured/bound, the verdict with its marks, and the training loss
-    f(x_{T−1}) of the first seed's run (its last iterate of the left side). ``given``: (η_l, η_g) of the ``"given"`` regime."""
+    f(x_{T−1}) of the first seed's run (its last iterate of the left side). ``given``: (η_l, η_g)
+    of the ``"given"`` regime."""
     from algorithms import get
 
     from .checking import check
