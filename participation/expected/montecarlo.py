@@ -368,6 +368,10 @@ def _plan(pattern: Pattern, rounds: int, reps: int, method: str, chunk_size, dev
     limit (a one-line ValueError naming the need and the limit otherwise)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
+    if device is not None:
+        from participation.devices import resolve_device
+
+        device = resolve_device(device)
     require_memory(RESULT_BYTES * reps, f"{reps} replicates' τ_max and τ_avg")
     sampler, law = _choose(pattern, rounds, method, device)
     if chunk_size is not None:
