@@ -303,6 +303,8 @@ class CAFed(CAFedUnbiased):
         alpha = self.target(pi.shape[-1])
         q = np.full(pi.shape, math.nan)
         for b in np.flatnonzero(active):
+            if not (np.isfinite(gap[b]).all() and np.isfinite(pi[b]).all() and np.isfinite(lam[b]).all()):
+                continue          # a diverged run: NaN weights stop it alone, the batch's other runs go on
             q[b] = greedy_weights(alpha, pi[b], lam[b], gap[b], kappa2_bar=self.kappa2_bar, tau=self.tau)
         return q
 
