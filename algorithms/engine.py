@@ -24,6 +24,7 @@ from .history import History
 from .noise import NoiseStream
 from .rounds import Round, run_of
 from .schedules import checked_factor, local_rate_factor
+from participation.budget import require_memory
 from participation.validation import integer
 
 __all__ = ["run", "run_batch", "iterate", "batch_key"]
@@ -75,8 +76,21 @@ def batch_key(algorithm: Algorithm) -> tuple:
     return (type(algorithm),) + tuple((k, repr(v)) for k, v in algorithm.hparams.items() if k not in ("eta_l", "eta_g"))
 
 
+def _batch_bytes(template_algorithm, problem, start: torch.Tensor, size: int, traces) -> int:
+    """Bytes a batch holds at once, estimated before it is built: per run, the state of one run
+    (measured on a batch of one) twice (a round's input and output) and three (N, d) blocks of a
+    round's local models and gradients; per run and round, the stacked participation masks and
+    the indices of the active rows."""
+    state = template_algorithm.init(problem, start[None, :])
+    per_run = sum(v.numel() * v.element_size() for v in vars(state).values() if isinstance(v, torch.Tensor))
+    block = problem.n_clients * problem.dim * start.element_size()
+    rounds, n = traces[0].n_rounds, problem.n_clients
+    active = sum(int(t.mask.sum()) for t in traces) * (size if len(traces) == 1 else 1)
+    return size * (2 * per_run + 3 * block + rounds * n) + 24 * active
+
+
 def _as_list(value, name: str, n: int | None) -> list:
-    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    items = list(value) if isinstance(value, (list, tuple, range)) else [value]
     if n is not None and len(items) not in (1, n):
         raise ValueError(f"{name}: {len(items)} given for a batch of {n} runs")
     return items
@@ -111,18 +125,21 @@ class _Batch:
             raise ValueError(f"the traces of one batch must have the same number of rounds, got "
                              f"{sorted({t.n_rounds for t in self.traces})}")
         self.size = size
+        start = _start(problem, x0)
+        self.template = template(algs[0])
+        require_memory(_batch_bytes(self.template, problem, start, size, self.traces),
+                       f"a batch of {size} run{'s' if size > 1 else ''} of {algs[0].name} on {problem.n_clients} clients "
+                       f"in dimension {problem.dim} over {self.traces[0].n_rounds} rounds")
         self.algorithms = algs * size if len(algs) == 1 else algs
         self.seeds = sds * size if len(sds) == 1 else sds
         self.noise = NoiseStream(self.seeds, problem.device)
         if len(self.traces) == 1:
             self.traces = self.traces * size
         self.n_rounds = self.traces[0].n_rounds
-        start = _start(problem, x0)
         self.x0 = start.expand(size, -1).clone()
         dtype, dev = problem.dtype, problem.device
         self.eta_l = torch.tensor([[a.eta_l] for a in self.algorithms], dtype=dtype, device=dev)
         self.eta_g = torch.tensor([[a.eta_g] for a in self.algorithms], dtype=dtype, device=dev)
-        self.template = template(self.algorithms[0])
         self._masks = [t.mask for t in self.traces]
 
     def round_rows(self):

@@ -141,7 +141,8 @@ class NoiseStream:
 
     def prefetch(self, rounds: list, steps: int, kind: str, width: int, budget_bytes: int = 2**26) -> int:
         """Compute in one Philox call the ``kind`` draws of ``width`` for steps 0..steps−1 of the
-        leading (t, runs, clients) of ``rounds`` that fit in ``budget_bytes`` (at least one),
+        leading (t, runs, clients) of ``rounds`` that fit in ``budget_bytes`` (none when the first
+        round alone does not: its draws are then made step by step, the same numbers),
         kept (in float64, as every draw is made) until the next prefetch; a later ``draws(t, k,
         clients, runs)`` of those rows or of some of them reads them (the rows of each round are
         sorted by run then client). Returns how many rounds it covered."""
@@ -152,12 +153,12 @@ class NoiseStream:
         rows = 0
         chosen = []
         for t, runs, clients in rounds:
-            if chosen and (rows + steps * clients.numel()) * per_row > budget_bytes:
+            if (rows + steps * clients.numel()) * per_row > budget_bytes:
                 break
             chosen.append((t, runs, clients))
             rows += steps * clients.numel()
-        if not rows:
-            return len(chosen)
+        if not rows:       # one round's draws exceed the budget (or none is drawn): each step draws its own
+            return max(1, len(chosen))
         device = chosen[0][2].device
         keys = self.keys.to(device)
         all_runs = torch.cat([runs for _, runs, _ in chosen for _ in range(steps)])
