@@ -105,6 +105,9 @@ class RunRecord:
     metrics: dict = field(default_factory=dict)
     path: Path | None = None
     vectors: dict = field(default_factory=dict)
+    #: Where the record stops being readable and why (a line after the kept rounds that is not a
+    #: valid next round: a cut-off write, a second writer's rounds), or None for a whole record.
+    damage: str | None = None
 
     @property
     def n_clients(self) -> int:
@@ -272,8 +275,13 @@ def check_round(entry, t: int, n: int, path=None, line: int | None = None) -> di
     return entry
 
 
-def load_record(path) -> RunRecord:
-    """Read a record (see the module docstring); a cut-off last line is dropped with a warning."""
+def load_record(path, *, keep_damaged: bool = False) -> RunRecord:
+    """Read a record (see the module docstring); a cut-off last line is dropped with a warning.
+
+    A line after the header that is not a valid next round (bad JSON, a value the schema refuses,
+    a round out of order as a second writer leaves it) is a ValueError naming the line, which
+    also says how many complete rounds precede it; ``keep_damaged=True`` reads those rounds
+    instead, with a warning and the reason in ``RunRecord.damage``."""
     path = Path(path)
     from participation.budget import require_memory
 
@@ -294,27 +302,28 @@ def load_record(path) -> RunRecord:
         numbered, cut = [(1, cut)], None
     if not numbered:
         raise ValueError(f"{path.name}: empty run record (no header line)")
-    entries = []
-    for i, text in numbered:
-        try:
-            entries.append(strict_json(text.decode("utf-8")))
-        except UnicodeDecodeError:
-            raise ValueError(f"{_where(path, i)}: not UTF-8 text" + _not_a_record(i)) from None
-        except ValueError as err:
-            raise ValueError(f"{_where(path, i)}: not a JSON object ({str(err).splitlines()[0]})"
-                             + _not_a_record(i)) from None
-        if i == 1:
-            check_header(entries[0], path)
-    if cut is not None:             # a record whose last line was cut off mid-write: keep the complete rounds
-        warnings.warn(f"{path.name}: the last line is cut off ({len(cut)} bytes, a run stopped mid-write); "
-                      f"kept the {max(len(numbered) - 1, 0)} complete rounds", stacklevel=2)
     if numbered[0][0] != 1:
         raise ValueError(f"{_where(path, numbered[0][0])}: the header must be the first line")
-    header = check_header(entries[0], path)
+    header = check_header(_parse_line(path, 1, numbered[0][1]), path)
     n = header["n_clients"]
-    require_memory(2.0 * n * max(len(entries) - 1, 1),
-                   f"run record {path.name}: {len(entries) - 1} rounds × {n} clients (who was selected, who replied)")
-    rounds = [check_round(e, t, n, path, numbered[t + 1][0]) for t, e in enumerate(entries[1:])]
+    require_memory(2.0 * n * max(len(numbered) - 1, 1),
+                   f"run record {path.name}: {len(numbered) - 1} rounds × {n} clients (who was selected, who replied)")
+    rounds, damage = [], None
+    for t, (i, text) in enumerate(numbered[1:]):
+        try:
+            rounds.append(check_round(_parse_line(path, i, text), t, n, path, i))
+        except ValueError as err:      # a damaged tail: the rounds before it stay readable
+            if not keep_damaged:
+                raise ValueError(f"{err} (the {t} rounds before line {i} are complete: "
+                                 "load_record(path, keep_damaged=True) reads them)") from None
+            damage = f"{err}; kept the {t} rounds before line {i}, the {len(numbered) - 1 - t} lines from it are left out"
+            break
+    if damage is not None:
+        warnings.warn(damage, stacklevel=2)
+    elif cut is not None:           # a record whose last line was cut off mid-write: keep the complete rounds
+        damage = (f"{path.name}: the last line is cut off ({len(cut)} bytes, a run stopped mid-write); "
+                  f"kept the {len(rounds)} complete rounds")
+        warnings.warn(damage, stacklevel=2)
     T = len(rounds)
     mask, selected = np.zeros((T, n), dtype=bool), np.zeros((T, n), dtype=bool)
     per_client = {k for e in rounds for k, v in e.items() if isinstance(v, list) and k not in _ROUND_REQUIRED}
@@ -336,7 +345,19 @@ def load_record(path) -> RunRecord:
             elif e.get(k) is not None:
                 raise ValueError(f"{_where(path, numbered[t + 1][0])}: {k} is a number here and a per-client list "
                                  "in other rounds; write it one way")
-    return RunRecord(header=header, mask=mask, selected=selected, metrics=metrics, path=path, vectors=vectors)
+    return RunRecord(header=header, mask=mask, selected=selected, metrics=metrics, path=path, vectors=vectors,
+                     damage=damage)
+
+
+def _parse_line(path, i: int, text: bytes) -> dict:
+    """Line ``i`` of a record as a JSON object, or a ValueError naming the line."""
+    try:
+        return strict_json(text.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{_where(path, i)}: not UTF-8 text" + _not_a_record(i)) from None
+    except ValueError as err:
+        raise ValueError(f"{_where(path, i)}: not a JSON object ({str(err).splitlines()[0]})"
+                         + _not_a_record(i)) from None
 
 
 def _client_ids(ids, name: str) -> list[int]:
@@ -421,23 +442,65 @@ class RunRecorder:
         check_header({**header}, self.path)
         self.n_clients = n_clients
         self._file = None
+        self._lock = None
         if self.path.exists() and self.path.stat().st_size > 0:
             if not resume:
                 raise ValueError(f"{self.path.name} exists; pass resume=True to continue it, or choose another path")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                old = load_record(self.path)
-            mismatch = [k for k in header if k != "created" and old.header.get(k) != header[k]]
-            if mismatch:
-                raise ValueError(f"{self.path.name}: cannot resume, its {mismatch[0]} is "
-                                 f"{old.header.get(mismatch[0])!r}, not {header[mismatch[0]]!r}")
-            self._truncate_to_complete_lines()
-            self.next_round = old.n_rounds
+            self._hold_lock()
+            try:
+                self.next_round = self._resumable(header)
+            except BaseException:
+                self.close()
+                raise
         else:
             header["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._append(header, new=True)
+            self._hold_lock()
             self.next_round = 0
+
+    def _resumable(self, header: dict) -> int:
+        """The next round of the existing record, once its header agrees with ``header`` and every
+        line but a cut-off last one is a valid round; the cut-off line is removed."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            old = load_record(self.path)
+        mismatch = [k for k in header if k != "created" and old.header.get(k) != header[k]]
+        if mismatch:
+            raise ValueError(f"{self.path.name}: cannot resume, its {mismatch[0]} is "
+                             f"{old.header.get(mismatch[0])!r}, not {header[mismatch[0]]!r}")
+        self._truncate_to_complete_lines()
+        return old.n_rounds
+
+    def _hold_lock(self) -> None:
+        """Hold an exclusive lock on the record while this recorder lives (until ``close``): a
+        second recorder, resuming or creating, is refused instead of appending rounds of its own."""
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:            # no advisory locks (Windows): no coordination
+            pass
+        except OSError:
+            os.close(fd)
+            raise ValueError(f"{self.path.name} is being written by another recorder; wait for it to finish "
+                             "or choose another path") from None
+        self._lock = fd
+
+    def close(self) -> None:
+        """Release the record for other recorders (``with RunRecorder(...)`` does it on exit)."""
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+    def __del__(self):
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            try:
+                os.close(lock)
+            except OSError:
+                pass
 
     def _truncate_to_complete_lines(self) -> None:
         raw = self.path.read_bytes()
@@ -496,6 +559,7 @@ class RunRecorder:
         return self
 
     def __exit__(self, *exc):
+        self.close()
         return False
 
 
