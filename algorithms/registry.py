@@ -47,8 +47,32 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"{cls.__name__} needs a class attribute name (a non-empty string) to be registered")
+    _check_methods(cls)
     _REGISTRY[_key(name)] = cls
     return cls
+
+
+#: The methods the engine calls, with the positional parameters it passes (after self).
+_CALLED = {"init": ("problem", "x0"), "round": ("state", "problem", "r")}
+
+
+def _check_methods(cls: type[Algorithm]) -> None:
+    """``init`` and ``round`` must be concrete and accept the engine's arguments
+    (``init(problem, x0)``, ``round(state, problem, r)``), so that a wrong signature is named
+    when the algorithm is registered, not raised from inside a run."""
+    import inspect
+
+    abstract = sorted(getattr(cls, "__abstractmethods__", ()))
+    if abstract:
+        raise ValueError(f"{cls.__name__} does not define {', '.join(abstract)}; an algorithm needs "
+                         "init(self, problem, x0) and round(self, state, problem, r)")
+    for method, passed in _CALLED.items():
+        try:
+            inspect.signature(getattr(cls, method)).bind(None, *passed)
+        except TypeError as err:
+            shown = inspect.signature(getattr(cls, method))
+            raise ValueError(f"{cls.__name__}.{method}{shown} cannot take the engine's call "
+                             f"{method}({', '.join(passed)}): {err}") from None
 
 
 #: Where each loaded plugin's code lives (a file, or a package's folder) → the plugin as given,
@@ -100,6 +124,8 @@ def load_plugin(spec: str):
         return module
     except ValueError:
         raise
+    except SystemExit as err:      # sys.exit() in the plugin's module would end the command silently
+        raise ValueError(f"cannot load plugin {spec!r}: it called sys.exit({err.code!r}) while being imported") from None
     except Exception as err:       # the user's code may raise anything on import
         raise ValueError(f"cannot load plugin {spec!r}: {type(err).__name__}: {err}") from None
 

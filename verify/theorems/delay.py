@@ -83,7 +83,12 @@ def evaluate(spec: BoundSpec, **available) -> Bound:
     if isinstance(out, Bound):
         return out
     if isinstance(out, numbers.Real) and not isinstance(out, bool):
-        value = float(out)
+        try:
+            value = float(out)
+        except OverflowError:
+            text = str(out)
+            shown = text if len(text) <= 24 else f"{text[:12]}…({len(text)} digits)"
+            raise ValueError(f"bound {spec.name!r} returned {shown}, beyond a float's range (about 1.8e308)") from None
         return Bound(value, {"bound": value}, sp.Float(value), Source("user", spec.name))
     raise ValueError(f"bound {spec.name!r} returned {type(out).__name__}, expected a Bound or a number")
 
