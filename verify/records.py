@@ -84,6 +84,17 @@ CONSTANTS = {
     "diam": "diam(W), CA-Fed Lemma 1", "eps_bias": "ε_bias = F(w_B*) − F*, CA-Fed Thm 1",
     "F_star": "F* = min Σ_k α_k F_k, CA-Fed eq. (3)", "F_B_star": "F_B* = min Σ_k p_k F_k, CA-Fed eq. (4)",
 }
+#: Constants that are strictly positive (μ divides κ = L/μ) and those that cannot be negative
+#: (variances, norms, a diameter). Gaps between computed minima (Γ, Γ', ε_bias) are left free:
+#: at zero they carry the rounding of their two terms.
+_POSITIVE_CONSTANTS = ("mu",)
+_NONNEGATIVE_CONSTANTS = ("L", "sigma2", "delta_f", "F0", "sigma_g2", "zeta2", "sigma2_surrogate", "eps_star", "C1",
+                          "diam")
+#: The range of each per-client and per-round field a round line may hold: (low, high, integer).
+_FIELD_RANGES = {"local_steps": (1, math.inf, True), "delays": (0, math.inf, True), "weights": (0, math.inf, False),
+                 "probabilities": (0, 1, False), "generator_error": (0, math.inf, False),
+                 "heterogeneity": (0, math.inf, False), "heterogeneity_max": (0, math.inf, False),
+                 "local_norm": (0, math.inf, False), "param_norm": (0, math.inf, False)}
 #: The availability models (v2) and their fields.
 AVAILABILITY = {"full": (), "uniform": ("m",), "cyclic": ("m",), "reshuffled": ("m",), "any": ("m",),
                 "markov": ("pi", "lam"), "bernoulli": ("p",), "estimate": ()}
@@ -172,7 +183,9 @@ def check_header(header, path=None) -> dict:
                 raise ValueError(f"{where}: constants.source must be text, got {value!r}")
         elif not _is_number(value) or not math.isfinite(value):
             raise ValueError(f"{where}: constants.{name} must be a finite number, got {value!r}")
-        elif name in ("L", "sigma2", "delta_f", "F0") and not value >= 0:
+        elif name in _POSITIVE_CONSTANTS and not value > 0:
+            raise ValueError(f"{where}: constants.{name} must be > 0 ({CONSTANTS[name]}), got {value!r}")
+        elif name in _NONNEGATIVE_CONSTANTS and not value >= 0:
             raise ValueError(f"{where}: constants.{name} must be ≥ 0, got {value!r}")
     for name, value in (header.get("hparams") or {}).items():
         if not (isinstance(value, (str, bool)) or (_is_number(value) and math.isfinite(value))
@@ -265,14 +278,43 @@ def check_round(entry, t: int, n: int, path=None, line: int | None = None) -> di
             if len(value) != n or not all(v is None or (_is_number(v) and math.isfinite(v)) for v in value):
                 raise ValueError(f"{where}: {key} must be a list of {n} numbers or nulls (one per client), "
                                  f"got {str(value)[:60]}")
+            _in_range(key, [v for v in value if v is not None], where)
             continue
         if value is not None and not _is_number(value):
             raise ValueError(f"{where}: {key} must be a number or null"
                              + (f" (or a list of {n}, one per client)" if key in PER_CLIENT else "")
-                             + f", got {str(value)[:40]}")
+                             + f", got {_kind(value)}")
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"{where}: {key} must be a finite number, got {value!r} (a number beyond a float's range "
+                             "reads as infinity)")
         if key == "grad_norm2" and value is not None and not value >= 0:
             raise ValueError(f"{where}: grad_norm2 is a squared norm and must be ≥ 0, got {value!r}")
+        if value is not None:
+            _in_range(key, [value], where)
+    low, high = entry.get("heterogeneity"), entry.get("heterogeneity_max")
+    if _is_number(low) and _is_number(high) and high < low:
+        raise ValueError(f"{where}: heterogeneity_max ({high!r}) is below heterogeneity ({low!r}); the largest "
+                         "client's ‖∇f_i − ∇f‖² is at least their mean")
     return entry
+
+
+def _kind(value) -> str:
+    """A value as an error shows it, with its JSON type where a number was expected."""
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    return f"{type(value).__name__} {str(value)[:40]}"
+
+
+def _in_range(key: str, values: list, where: str) -> None:
+    """The values of field ``key`` within its range of :data:`_FIELD_RANGES` (if it has one)."""
+    if key not in _FIELD_RANGES:
+        return
+    low, high, whole = _FIELD_RANGES[key]
+    for v in values:
+        if not low <= v <= high or (whole and v != int(v)):
+            kind = "whole numbers" if whole else "numbers"
+            span = f"≥ {low}" if high == math.inf else f"in [{low}, {high}]"
+            raise ValueError(f"{where}: {key} holds {kind} {span}, got {v!r}")
 
 
 def load_record(path, *, keep_damaged: bool = False) -> RunRecord:
