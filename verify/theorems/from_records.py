@@ -159,8 +159,13 @@ def given_algorithm(record, theorem: Theorem):
         if sum(stages.lengths) != record.n_rounds:
             raise ValueError(f"{_name(record)}: the schedule's stages cover {sum(stages.lengths)} rounds but the "
                              f"record has {record.n_rounds}")
-        return algorithms.get(name, schedule=stages, local_steps=int(K),
-                              **{k: v for k, v in hparams.items() if k not in ("beta", "nu")})
+        # η_l, η_g, β, ν written beside the schedule must be its first stage's: FedGM refuses a conflict
+        stated = {k: float(v) for k, v in (record.header.get("step_sizes") or {}).items()
+                  if k in ("eta_l", "eta_g") and v is not None}
+        try:
+            return algorithms.get(name, schedule=stages, local_steps=int(K), **stated, **hparams)
+        except ValueError as err:
+            raise ValueError(f"{_name(record)}: the header contradicts its schedule: {err}") from None
     absent = [k for k in STATED.get(str(name).lower(), ()) if k not in hparams]
     if absent:
         raise ValueError(f"{_name(record)} has no hparams.{absent[0]} for {name}, which {theorem.name} needs "
@@ -246,8 +251,13 @@ def require_model(records: list, theorem: Theorem) -> None:
 
 def record_setup(records: list, theorem: Theorem, given_constants: dict, confidence: float) -> tuple[Setup, list[str]]:
     """The plan's Setup for ``records`` (one setting, several seeds) and notes on what was read."""
+    from ..record_consistency import check_availability, check_same_setting
+
     first = records[0]
+    check_same_setting(records)
     require_model(records, theorem)
+    for record in records:
+        check_availability(record)
     notes = []
     algorithm = given_algorithm(first, theorem)
     pattern, how = availability_pattern(first, theorem.name)

@@ -1,0 +1,117 @@
+"""Records that contradict themselves or each other are refused before they are judged: a header's
+participation model against the recorded replies (counts per round for m-client models, binomial
+and Markov tests at family-wise level 1e-3 with a false-alarm rate checked by simulation), a
+schedule against the header's step sizes and hyper-parameters, and records of different settings
+or one run relabelled as several seeds judged together, in either order."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from participation import patterns
+from verify.record_consistency import check_availability, check_same_setting
+from verify.records import RunRecord
+
+N, T = 8, 200
+
+
+def _record(mask, availability=None, name="rec.jsonl", vectors=None, **header):
+    head = {"format": "fedverify-run", "version": 2, "n_clients": mask.shape[1], "local_steps": 1,
+            "algorithm": "fedgm", "constants": {"L": 1.0, "sigma2": 0.0, "delta_f": 1.0}, **header}
+    if availability is not None:
+        head["availability"] = availability
+    metrics = {"grad_norm2": np.linspace(1.0, 0.1, mask.shape[0])}
+    return RunRecord(header=head, mask=mask, selected=mask, metrics=metrics, path=Path(name), vectors=vectors or {})
+
+
+def _one_a_round(seed=0):
+    rng = np.random.default_rng(seed)
+    mask = np.zeros((T, N), dtype=bool)
+    mask[np.arange(T), rng.integers(0, N, T)] = True
+    return mask
+
+
+@pytest.mark.parametrize("m", [8, 3])
+def test_uniform_m_against_one_reply_a_round_is_refused(m):
+    with pytest.raises(ValueError, match=f"gives {m} client\\(s\\) a round, but round 0 has 1 reply"):
+        check_availability(_record(_one_a_round(), {"model": "uniform", "m": m}))
+
+
+def test_a_record_where_nobody_replies_contradicts_every_m_client_model():
+    with pytest.raises(ValueError, match="round 0 has 0 replies"):
+        check_availability(_record(np.zeros((T, N), dtype=bool), {"model": "uniform", "m": 1}))
+
+
+def test_bernoulli_p_one_with_one_reply_in_eight_is_refused():
+    with pytest.raises(ValueError, match=r"probability 1 \(always\), but it replied in \d+ of 200 rounds"):
+        check_availability(_record(_one_a_round(), {"model": "bernoulli", "p": [1.0] * N}))
+
+
+def test_bernoulli_p_half_with_one_reply_in_eight_is_refused_by_the_binomial_test():
+    with pytest.raises(ValueError, match=r"two-sided p = .* family-wise level 0.001"):
+        check_availability(_record(_one_a_round(), {"model": "bernoulli", "p": [0.5] * N}))
+
+
+def test_records_drawn_from_their_own_model_are_accepted_at_the_stated_level():
+    """False alarms over 300 records drawn from the header's own model (Bernoulli, per-round
+    probabilities, Markov): at most a few, as a family-wise level of 1e-3 allows."""
+    alarms = 0
+    p = np.linspace(0.1, 0.9, N)
+    markov = patterns.Markov(np.full(N, 0.4), np.full(N, 0.5))
+    for seed in range(100):
+        cases = [(_record(patterns.Bernoulli(p, N).sample(T, seed=seed).mask, {"model": "bernoulli", "p": p.tolist()})),
+                 (_record(patterns.Bernoulli(p, N).sample(T, seed=seed + 1000).mask, None,
+                          vectors={"probabilities": np.tile(p, (T, 1))})),
+                 (_record(markov.sample(T, seed=seed).mask, {"model": "markov", "pi": [0.4] * N, "lam": [0.5] * N}))]
+        for record in cases:
+            try:
+                check_availability(record)
+            except ValueError:
+                alarms += 1
+    assert alarms <= 3, alarms
+
+
+def test_markov_rates_far_from_the_stationary_law_are_refused():
+    mask = np.zeros((T, N), dtype=bool)
+    mask[:, 0] = True                                 # client 0 always there, the others never
+    with pytest.raises(ValueError, match="Markov availability"):
+        check_availability(_record(mask, {"model": "markov", "pi": [0.5] * N, "lam": [0.2] * N}))
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_records_of_different_settings_are_refused_in_either_order(order):
+    mask = patterns.Uniform(N, 2).sample(T, seed=0).mask
+    a = _record(mask, name="a.jsonl", constants={"L": 1.0, "sigma2": 0.0, "delta_f": 1.0, "sigma_g2": 0.5})
+    b = _record(patterns.Uniform(N, 2).sample(T, seed=1).mask, name="b.jsonl",
+                constants={"L": 1.0, "sigma2": 0.0, "delta_f": 1.0, "sigma_g2": 2.0})
+    pair = [a, b] if order == 0 else [b, a]
+    with pytest.raises(ValueError, match=r"differ in constants.sigma_g2 \((0.5|2.0) against (2.0|0.5)\)"):
+        check_same_setting(pair)
+
+
+def test_one_run_relabelled_as_three_seeds_is_one_run():
+    mask = patterns.Uniform(N, 2).sample(T, seed=0).mask
+    copies = [_record(mask, name=f"s{s}.jsonl", seed=s) for s in range(3)]
+    with pytest.raises(ValueError, match="s0.jsonl and s1.jsonl hold the same rounds"):
+        check_same_setting(copies)
+
+
+def test_seeds_of_one_setting_are_accepted():
+    runs = [_record(patterns.Uniform(N, 2).sample(T, seed=s).mask, name=f"s{s}.jsonl", seed=s) for s in range(3)]
+    check_same_setting(runs)
+
+
+def test_a_schedule_that_contradicts_the_headers_momentum_is_refused():
+    from verify.theorems import THEOREMS
+    from verify.theorems.from_records import given_algorithm
+
+    schedule = {"lengths": [T], "eta_g": [1.0], "beta": [0.1], "nu": 0.7, "eta_l": 0.01}
+    record = _record(np.ones((T, N), dtype=bool), {"model": "full"}, schedule=schedule,
+                     hparams={"beta": 0.9, "nu": 0.7}, step_sizes={"eta_l": 0.01, "eta_g": 1.0})
+    with pytest.raises(ValueError, match="contradicts its schedule: beta=0.9 conflicts with the schedule's beta=0.1"):
+        given_algorithm(record, THEOREMS["momentum.theorem_4_1"])
+    step = _record(np.ones((T, N), dtype=bool), {"model": "full"}, schedule=schedule | {"beta": [0.9]},
+                   hparams={"beta": 0.9, "nu": 0.7}, step_sizes={"eta_l": 1.0, "eta_g": 1.0})
+    with pytest.raises(ValueError, match="eta_l=1.0 conflicts with the schedule's eta_l=0.01"):
+        given_algorithm(step, THEOREMS["momentum.theorem_4_1"])
+

@@ -1,0 +1,189 @@
+"""Records that contradict themselves or each other are refused before they are judged.
+
+* The header's participation model against the recorded replies (``check_availability``): a
+  model with m clients a round ("full", "uniform", "cyclic", "reshuffled", "any") must have
+  exactly that many replies in every round; a Bernoulli model (probabilities p_i, or p_i^t per
+  round in the ``probabilities`` field) and a Markov model (stationary π_i, second eigenvalue
+  λ_i) are tested client by client on the number of rounds each replied, two-sided, at
+  family-wise level ``LEVEL`` (Bonferroni over the clients): an exact binomial test for a
+  constant p_i (``scipy.stats.binomtest``), the normal approximation of the Poisson-binomial
+  count for per-round p_i^t, and for a two-state chain the normal approximation of the
+  availability frequency, whose variance π(1 − π)(1 + λ)/((1 − λ)T) is that of a stationary
+  two-state chain (the lag-k autocorrelation is λ^k). A probability of 0 or 1 contradicted once
+  is refused outright.
+* Several records judged together as seeds of one setting (``check_same_setting``): every header
+  field that enters a bound (constants, step sizes, schedule, hyper-parameters, K, N, the
+  participation model, the algorithm and the problem) must agree, whatever order the records are
+  given in; only ``seed``, ``created``, ``notes`` and the constants of one run
+  (:data:`PER_RUN_CONSTANTS`) may differ. Two records with the same rounds
+  (who replied and every measured value) are one run, whatever their seed labels.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["LEVEL", "check_availability", "check_same_setting", "FREE_FIELDS", "PER_RUN_CONSTANTS"]
+
+#: Family-wise level of the tests of a Bernoulli or Markov header against the replies.
+LEVEL = 1e-3
+#: Header fields that may differ between the seeds of one setting.
+FREE_FIELDS = ("seed", "created", "notes")
+#: Constants that belong to one run: CA-Fed's F_B* = min Σ_k p_k F_k and ε_bias = F(w_B*) − F* at
+#: the run's own p = π ⊙̃ q (CA-Fed eq. (4) and Thm 1), q the run's aggregation weights.
+PER_RUN_CONSTANTS = ("F_B_star", "eps_bias")
+
+
+def _name(record) -> str:
+    return Path(record.path).name if record.path is not None else "the record"
+
+
+def check_availability(record, level: float = LEVEL) -> None:
+    """Refuse ``record`` (ValueError naming it, the model and the evidence) when its recorded
+    replies contradict the header's ``availability`` model (module docstring)."""
+    model = record.header.get("availability") or {}
+    kind = model.get("model")
+    mask = np.asarray(record.mask, dtype=bool)
+    T, N = mask.shape
+    if T == 0 or kind in (None, "estimate"):
+        if kind is None and "probabilities" in record.vectors:
+            _poisson_binomial(record, mask, record.vectors["probabilities"], level)
+        return
+    counts = mask.sum(axis=1)
+    if kind in ("full", "uniform", "cyclic", "reshuffled", "any"):
+        m = N if kind == "full" else int(model["m"])
+        wrong = np.flatnonzero(counts != m)
+        if wrong.size:
+            t = int(wrong[0])
+            raise ValueError(f"{_name(record)}: the header's availability {kind!r} gives {m} client(s) a round, but "
+                             f"round {t} has {int(counts[t])} repl{'y' if counts[t] == 1 else 'ies'} "
+                             f"({wrong.size} of {T} rounds differ)")
+        return
+    if kind == "bernoulli":
+        if "probabilities" in record.vectors:
+            _poisson_binomial(record, mask, record.vectors["probabilities"], level)
+        else:
+            _binomial(record, mask, np.broadcast_to(np.asarray(model["p"], dtype=float), (N,)), level)
+        return
+    if kind == "markov":
+        _markov(record, mask, np.asarray(model["pi"], dtype=float), np.asarray(model["lam"], dtype=float), level)
+
+
+def _impossible(record, replies: np.ndarray, p: np.ndarray, T: int, what: str) -> None:
+    for value, word in ((0.0, "never"), (1.0, "always")):
+        bad = np.flatnonzero((p == value) & (replies != (0 if value == 0 else T)))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"{_name(record)}: the header's {what} has client {i} available with probability "
+                             f"{value:g} ({word}), but it replied in {int(replies[i])} of {T} rounds")
+
+
+def _refuse(record, what: str, i: int, replies: int, T: int, expected: float, p_value: float, level: float, N: int):
+    raise ValueError(f"{_name(record)}: client {i} replied in {replies} of {T} rounds, against {expected:.1f} "
+                     f"expected under the header's {what} (two-sided p = {p_value:.2g}, below {level:g}/{N} at "
+                     f"family-wise level {level:g}); the replies contradict the model")
+
+
+def _binomial(record, mask, p, level) -> None:
+    from scipy.stats import binomtest
+
+    T, N = mask.shape
+    replies = mask.sum(axis=0)
+    _impossible(record, replies, p, T, "Bernoulli availability")
+    for i in range(N):
+        if 0 < p[i] < 1:
+            p_value = binomtest(int(replies[i]), T, float(p[i])).pvalue
+            if p_value < level / N:
+                _refuse(record, f"Bernoulli availability p = {p[i]:g}", i, int(replies[i]), T, T * p[i], p_value,
+                        level, N)
+
+
+def _normal(record, replies, mean, var, what, T, level) -> None:
+    from scipy.stats import norm
+
+    N = replies.size
+    for i in range(N):
+        if var[i] <= 0:
+            continue
+        z = (abs(replies[i] - mean[i]) - 0.5) / math.sqrt(var[i])      # continuity-corrected
+        p_value = float(2 * norm.sf(max(z, 0.0)))
+        if p_value < level / N:
+            _refuse(record, what, i, int(replies[i]), T, float(mean[i]), p_value, level, N)
+
+
+def _poisson_binomial(record, mask, p, level) -> None:
+    T, N = mask.shape
+    p = np.nan_to_num(np.asarray(p, dtype=float), nan=0.5)
+    certain = (p == 0) | (p == 1)
+    contradicted = np.argwhere(certain & (mask != (p == 1)))
+    if contradicted.size:
+        t, i = (int(v) for v in contradicted[0])
+        raise ValueError(f"{_name(record)}: the recorded probabilities give client {i} probability {p[t, i]:g} in "
+                         f"round {t}, but it {'replied' if mask[t, i] else 'did not reply'}")
+    _normal(record, mask.sum(axis=0), p.sum(axis=0), (p * (1 - p)).sum(axis=0), "per-round probabilities p_i^t", T,
+            level)
+
+
+def _markov(record, mask, pi, lam, level) -> None:
+    T, N = mask.shape
+    pi, lam = np.broadcast_to(pi, (N,)), np.broadcast_to(lam, (N,))
+    replies = mask.sum(axis=0)
+    _impossible(record, replies, pi, T, "Markov availability (stationary π)")
+    var = T * pi * (1 - pi) * (1 + lam) / (1 - lam)
+    _normal(record, replies, T * pi, var, "Markov availability (stationary π, λ)", T, level)
+
+
+def _content(record) -> str:
+    """A digest of what a record measured: who was selected and replied, and every per-round and
+    per-client value."""
+    digest = hashlib.sha256()
+    for array in (record.mask, record.selected):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    for group in (record.metrics, record.vectors):
+        for key in sorted(group):
+            digest.update(key.encode())
+            digest.update(np.ascontiguousarray(np.asarray(group[key], dtype=np.float64)).tobytes())
+    return digest.hexdigest()
+
+
+def check_same_setting(records: list) -> None:
+    """Refuse records judged together that are not seeds of one setting: a header field other
+    than :data:`FREE_FIELDS` that differs (named with both values), or two records with the
+    same rounds (named as one run)."""
+    if len(records) < 2:
+        return
+    first = records[0]
+    keys = sorted(set().union(*(r.header.keys() for r in records)) - set(FREE_FIELDS))
+    for other in records[1:]:
+        for key in keys:
+            mine, theirs = first.header.get(key), other.header.get(key)
+            if key == "constants":
+                mine, theirs = (_shared(c) for c in (mine, theirs))
+                differing = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+                if differing:
+                    name = differing[0]
+                    raise ValueError(f"{_name(first)} and {_name(other)} differ in constants.{name} "
+                                     f"({_short(mine.get(name))} against {_short(theirs.get(name))}): records judged "
+                                     "together must be seeds of one setting")
+            elif mine != theirs:
+                raise ValueError(f"{_name(first)} and {_name(other)} differ in {key} ({_short(mine)} against "
+                                 f"{_short(theirs)}): records judged together must be seeds of one setting")
+    seen: dict[str, object] = {}
+    for record in records:
+        key = _content(record)
+        if key in seen:
+            raise ValueError(f"{_name(seen[key])} and {_name(record)} hold the same rounds: one run, whatever their "
+                             "seed labels; judge it once")
+        seen[key] = record
+
+
+def _shared(constants) -> dict:
+    return {k: v for k, v in (constants or {}).items() if k not in PER_RUN_CONSTANTS}
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "…"
