@@ -21,7 +21,7 @@ from .usage import UsageError, one_line
 __all__ = ["COMMANDS", "DEFAULT_COMMAND", "MAX_PROCESSES", "build_parser", "command_module", "main"]
 
 #: The commands, in the order ``fedverify --help`` lists them.
-COMMANDS = ("check", "delays", "mc", "check-run", "bound", "sweep", "experiment", "bench")
+COMMANDS = ("check", "delays", "mc", "check-run", "bound", "sweep", "experiment", "bench", "worst-case")
 
 #: What a bare ``fedverify`` runs, with its defaults.
 DEFAULT_COMMAND = "check"

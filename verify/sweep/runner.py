@@ -77,6 +77,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from . import worst_case_cells
 from .executors import LocalPool
 from ..report import number, write_csv, write_json
 
@@ -92,7 +93,7 @@ __all__ = ["Cell", "Spec", "SweepOutcome", "SweepError", "SweepWarning", "SCHEMA
 
 #: Part of every cell key: bump it when a cell's results change meaning, so old records are not reused.
 SCHEMA_VERSION = 1
-KINDS = ("check", "monte_carlo")
+KINDS = ("check", "monte_carlo", "worst_case")
 CELLS_FOLDER = "cells"
 RESULTS_FILE = "results.csv"
 CLAIM_SUFFIX = ".claim"
@@ -211,8 +212,9 @@ _KEYS = {
               "confidence": _fraction(0.5, 1.0, True)},
     "monte_carlo": {"patterns": _name, "n_clients": _positive_int, "rounds": _positive_int, "reps": _reps,
                     "seeds": _seed, "confidence": _fraction(0.0, 1.0, False)},
+    "worst_case": worst_case_cells.keys(_name, _positive_int, _seed),
 }
-_DEFAULTS = {"check": _check_defaults, "monte_carlo": _mc_defaults}
+_DEFAULTS = {"check": _check_defaults, "monte_carlo": _mc_defaults, "worst_case": lambda: worst_case_cells.DEFAULTS}
 _TOP_KEYS = ("description", "max_cells", *KINDS)
 
 
@@ -230,6 +232,7 @@ class Spec:
 
     check: tuple[dict, ...] = ()
     monte_carlo: tuple[dict, ...] = ()
+    worst_case: tuple[dict, ...] = ()
     base: Path = field(default_factory=Path.cwd)
     description: str = ""
     max_cells: int = MAX_CELLS
@@ -281,7 +284,7 @@ def parse_spec(data: Mapping, base=None) -> Spec:
         grids[kind] = tuple(_grid(kind, table, kind if len(tables) == 1 else f"{kind}[{i}]")
                             for i, table in enumerate(tables))
     if not any(grids.values()):
-        raise ValueError("the spec has no cells: add a [check] or a [monte_carlo] table")
+        raise ValueError("the spec has no cells: add a [check], [monte_carlo] or [worst_case] table")
     return Spec(**grids, base=Path.cwd() if base is None else Path(base), description=description,
                 max_cells=max_cells)
 
@@ -430,7 +433,7 @@ def cell_key(kind: str, config: Mapping, schema: int = SCHEMA_VERSION) -> str:
 
 @dataclass(frozen=True)
 class Cell:
-    """One unit of work: ``kind`` ("check" or "monte_carlo") and its ``config`` (JSON values
+    """One unit of work: ``kind`` ("check", "monte_carlo" or "worst_case") and its ``config`` (JSON values
     only; the key is its hash). ``trace_file``: where a trace-file pattern is read from (not
     part of the key; its content is, as ``config["trace_sha256"]``)."""
 
@@ -524,7 +527,7 @@ def _scaled_pattern(name: str, n_clients: int | None):
 
 def _singular(key: str) -> str:
     return {"problems": "problem", "algorithms": "algorithm", "patterns": "pattern", "theorems": "theorem",
-            "seeds": "seed"}.get(key, key)
+            "seeds": "seed", "solvers": "solver"}.get(key, key)
 
 
 def _table_size(grid: dict) -> int:
@@ -589,11 +592,15 @@ def _tables(spec: Spec) -> list[_Table]:
                     axes["algorithms"] = tuple(dict.fromkeys(resolver.algorithm(v) for v in grid["algorithms"]))
                     what = "theorems"
                     axes["theorems"] = tuple(dict.fromkeys(resolver.theorem(v) for v in grid["theorems"]))
+                elif kind == "worst_case":
+                    what = "algorithms and theorems"
+                    axes["algorithms"], axes["theorems"] = worst_case_cells.check_names(grid["algorithms"],
+                                                                                        grid["theorems"])
                 what = "patterns"
                 patterns = {}
                 for text in grid["patterns"]:
                     for n_clients in grid["n_clients"]:
-                        item = resolver.pattern(text, n_clients, files=kind == "check")
+                        item = resolver.pattern(text, n_clients, files=kind != "monte_carlo")
                     patterns.setdefault(_pattern_id(item), item)
             except ValueError as err:
                 raise ValueError(f"{where}.{what}: {' '.join(str(err).split())}") from None
@@ -622,7 +629,7 @@ def _check_cell_sizes(tables: Sequence[_Table], file_rounds: Mapping[str, int]) 
         axes = dict(table.axes)
         if table.kind == "check":
             _check_run_sizes(table.where, axes, file_rounds)
-        else:
+        elif table.kind == "monte_carlo":
             _check_monte_carlo_sizes(table.where, axes)
 
 
@@ -849,6 +856,8 @@ def run_cell(cell: Cell) -> dict:
             results = _run_check(cell)
     elif cell.kind == "monte_carlo":
         results = _run_monte_carlo(cell)
+    elif cell.kind == "worst_case":
+        results = worst_case_cells.run(cell)
     else:
         raise ValueError(f"unknown cell kind {cell.kind!r}; expected one of {', '.join(KINDS)}")
     timing = {"started": started.isoformat(timespec="seconds"), "seconds": time.perf_counter() - clock}
@@ -911,6 +920,8 @@ _RESULT_FIELDS = {
               "violated_conditions": lambda v: isinstance(v, list) and all(map(_is_scalar, v)), "stopped": _is_scalar},
     "monte_carlo": {"n_clients": _is_int, "paper_bound": _or_none(_is_number)},
 }
+_CONFIG_FIELDS["worst_case"], _RESULT_FIELDS["worst_case"] = worst_case_cells.fields(
+    _is_int, _is_number, _is_text, _is_bool, _or_none)
 _ESTIMATE_FIELDS = {"mean": _or_none(_is_number), "stderr": _or_none(_is_number), "ci_low": _is_number,
                     "ci_high": _is_number, "exact": _or_none(_is_number)}
 
@@ -1015,14 +1026,14 @@ COLUMNS = ("key", "kind", "problem", "algorithm", "pattern", "theorem", "n_clien
            "upper", "bound", "ratio", "verdict", "label", "covered", "conditions_hold", "violated_conditions",
            "stopped", "final_loss", "final_accuracy", "tau_max_mean", "tau_max_stderr", "tau_max_ci_low",
            "tau_max_ci_high", "tau_max_exact", "tau_avg_mean", "tau_avg_stderr", "tau_avg_ci_low", "tau_avg_ci_high",
-           "tau_avg_exact", "paper_bound", "seconds")
+           "tau_avg_exact", "paper_bound", *worst_case_cells.COLUMNS, "seconds")
 
 
 def _flat(record: dict) -> dict:
     """One table row of a (valid) record: its config and scalar results side by side."""
     row = {"key": record["key"], "kind": record["kind"], **{k: v for k, v in record["config"].items() if k in COLUMNS}}
     results = record["results"]
-    if record["kind"] == "check":
+    if record["kind"] in ("check", "worst_case"):
         row.update({k: v for k, v in results.items() if k in COLUMNS})
     else:
         row["n_clients"] = results["n_clients"]
@@ -1200,6 +1211,8 @@ class SweepOutcome:
 
 def _describe(cell: Cell) -> str:
     c = cell.config
+    if cell.kind == "worst_case":
+        return worst_case_cells.describe(cell)
     if cell.kind == "check":
         return f"{c['algorithm']} on {c['problem']} under {c['pattern']} (N={c['n_clients']}, T={c['rounds']}, seed {c['seed']})"
     return f"Monte-Carlo {c['pattern']} (T={c['rounds']}, {c['reps']} reps, seed {c['seed']})"
@@ -1431,7 +1444,7 @@ def _cell(value, width: int, digits: int = 4) -> str:
 
 
 def summary_table(rows: Sequence[dict]) -> str:
-    """The rows as text: one table for check cells, one for Monte-Carlo cells."""
+    """The rows as text: one table for check cells, one for worst-case cells, one for Monte-Carlo cells."""
     parts = []
     checks = [r for r in rows if r["kind"] == "check"]
     if checks:
@@ -1442,6 +1455,11 @@ def summary_table(rows: Sequence[dict]) -> str:
             parts.append(f"{r['problem']:18s} {r['algorithm']:10s} {r['pattern']:10s} {r['n_clients']:>4d} "
                          f"{r['rounds_run']:>5d} {r['local_steps']:>3d} {r['seed']:>4d} {_cell(r['measured'], 10)} "
                          f"{_cell(r['bound'], 10)} {_cell(r['ratio'], 7, 3)} {_cell(r['final_loss'], 10)}  {r['label']}")
+    worst = [r for r in rows if r["kind"] == "worst_case"]
+    if worst:
+        if parts:
+            parts.append("")
+        parts += worst_case_cells.summary(worst, _cell)
     mcs = [r for r in rows if r["kind"] == "monte_carlo"]
     if mcs:
         if parts:

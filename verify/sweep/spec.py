@@ -11,6 +11,7 @@ A TOML (.toml) or JSON (.json) file. At the top level:
                 product of its lists' lengths, the spec the sum over its tables
   check         a table of check cells, or a list of such tables ([[check]] in TOML)
   monte_carlo   a table of Monte-Carlo jobs, or a list of such tables ([[monte_carlo]])
+  worst_case    a table of worst-case cells, or a list of such tables ([[worst_case]])
 
 In a table every key takes one value or a list of values, and the cells are the
 Cartesian product of the lists, the last key below varying fastest (a cell that two
@@ -45,6 +46,25 @@ App. F bound on E[τ_max] (where it applies), as `fedverify mc` does.
   reps         1000                   at least 2
   seeds        0
   confidence   0.95                   two-sided confidence of the intervals, in (0, 1)
+
+[worst_case]: the exact worst case of (1/T) Σ_t ‖∇f(x_t)‖² of each algorithm on the
+pattern's trace over the theorem's class at σ² = 0 (a semidefinite programme, as `fedverify
+worst-case` solves it), beside the theorem's bound at its prescribed step sizes and the
+ratio bound / worst case. For a theorem in expectation over the participation the worst
+case is the mean over `traces` traces of the per-trace worst cases.
+  algorithms   fedsum-b, fedsum       fedsum-b, fedsum, fedsum-cr, fedavg, scaffold, fedgm,
+                                      fedavgm, fednag, qhm (those the theorem's class runs)
+  patterns     "P1"                   presets with ⌊2N/3⌋ clients a round where they sample, or
+                                      trace files (relative to the spec's folder)
+  theorems     "fedsum.theorem_4_1"   fedsum.theorem_4_1, fedsum.corollary_4_1,
+                                      momentum.theorem_4_1, momentum.theorem_4_6
+  n_clients    3                      the programme grows as (N·T·K)²: keep N, T, K small
+  rounds       6
+  local_steps  2
+  seeds        0                      seed of the pattern's trace(s)
+  traces       3                      traces per cell of a theorem in expectation
+  solvers      "clarabel"             clarabel or scs
+  L, delta_f, F0, sigma_g2   1.0      the class's constants (sigma_g2: the momentum theorems)
 
 Output folder: cells/<key>.json (one record per finished cell), cells/<key>.claim while a
 sweep runs the cell, and results.csv (one row per cell of the spec, in spec order). Sweeps

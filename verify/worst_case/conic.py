@@ -31,7 +31,9 @@ def _svec_index(i: np.ndarray, j: np.ndarray) -> np.ndarray:
 
 def solve_clarabel(pep, *, max_iter: int = 200) -> tuple[float | None, float | None, str]:
     """(upper value, primal value, status) of a prepared PEPit programme, solved with Clarabel.
-    Status: "optimal", "optimal_inaccurate", "unbounded", "infeasible" or Clarabel's own word."""
+    Status: "optimal", "optimal_inaccurate", "unbounded", "infeasible" or Clarabel's own word
+    for a solve that reached no solution ("NumericalError", "MaxIterations", …), whose values are
+    None: its iterate certifies no bound."""
     import clarabel
     import scipy.sparse as sp
     from PEPit.expression import Expression
@@ -84,7 +86,9 @@ def solve_clarabel(pep, *, max_iter: int = 200) -> tuple[float | None, float | N
         return None, None, "unbounded"
     if status in ("PrimalInfeasible", "AlmostPrimalInfeasible"):
         return None, None, "infeasible"
-    word = {"Solved": "optimal", "AlmostSolved": "optimal_inaccurate"}.get(status, status)
+    if status not in ("Solved", "AlmostSolved"):
+        return None, None, status
+    word = "optimal" if status == "Solved" else "optimal_inaccurate"
     upper, primal = -float(solution.obj_val_dual), -float(solution.obj_val)
     if not (math.isfinite(upper) and math.isfinite(primal)):
         return None, None, word

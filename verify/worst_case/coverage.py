@@ -74,6 +74,9 @@ COVERAGE: dict[str, Coverage] = {c.theorem: c for c in (
              reason="LOGIT's generated gradients come from a trained network, not from a first-order oracle of "
                     "the class"),
     Coverage("logit.theorem_2", False, reason="as logit.theorem_1"),
+    Coverage("logit.inequality_23", False,
+             reason="its right side holds the generator error ε measured along the runs (App. A.1, eq. (23)); "
+                    "LOGIT's gradients are generated, as logit.theorem_1"),
 )}
 
 
