@@ -417,6 +417,11 @@ def _round_minimums(strategy, count: int):
         random.setstate(state)
 
 
+#: What every Flower header says of the server's weights (recorded per round as example_weights).
+_WEIGHTS_NOTE = ("; the server weights replies by their num-examples (example_weights), and the theorems average "
+                 "the participants equally, so unequal weights are refused when the record is judged")
+
+
 def record_header(strategy, *, eta_l: float, local_steps: int) -> dict:
     """``RunRecorder`` keywords (``algorithm``, ``step_sizes``, ``hparams``) for a run of the
     Flower ``strategy``: ``FedAvgM`` → fedverify's ``fedavgm`` with η_g = its server learning rate
@@ -438,10 +443,16 @@ def record_header(strategy, *, eta_l: float, local_steps: int) -> dict:
                              "takes a rate > 0 and a momentum in [0, 1)")
         steps["eta_g"] = lr
         if beta == 0:
-            return {"algorithm": "fedavg", "step_sizes": steps, "local_steps": int(local_steps)}
-        return {"algorithm": "fedavgm", "step_sizes": steps, "hparams": {"beta": beta}, "local_steps": int(local_steps)}
+            return {"algorithm": "fedavg", "step_sizes": steps, "local_steps": int(local_steps),
+                    "notes": f"Flower FedAvgM(server_learning_rate={lr:g}, server_momentum=0) = FedAvg with eta_g = {lr:g}"
+                             + _WEIGHTS_NOTE}
+        return {"algorithm": "fedavgm", "step_sizes": steps, "hparams": {"beta": beta}, "local_steps": int(local_steps),
+                "notes": f"Flower FedAvgM(server_learning_rate={lr:g}, server_momentum={beta:g}) = fedverify's fedavgm "
+                         f"(eta_g = {lr:g}, beta = {beta:g}) = FedGM(eta = {lr / (1 - beta):g} = eta_g/(1 - beta), "
+                         f"beta = {beta:g}, nu = 1) (Server momentum, Sec. 3)" + _WEIGHTS_NOTE}
     if kind is FedAvg:
-        return {"algorithm": "fedavg", "step_sizes": steps, "local_steps": int(local_steps)}
+        return {"algorithm": "fedavg", "step_sizes": steps, "local_steps": int(local_steps),
+                "notes": "Flower FedAvg = fedverify's fedavg with eta_g = 1" + _WEIGHTS_NOTE}
     raise ValueError(f"{kind.__name__} is not FedAvg or FedAvgM: its server update is not one of fedverify's algorithms, "
                      "so a record cannot name it; write the header yourself")
 
@@ -605,14 +616,36 @@ def _recording_strategy_class():
             else:
                 aggregated = (None, None)          # S_t = ∅: no training, the model stays x_t
             sent = set(pending["selected"])
-            replied = sorted({self._partition(m.metadata.src_node_id, "replied") for m in replies
-                              if not m.has_error()} & sent)
-            entry = {"round": pending["t"], "selected": sorted(sent), "replied": replied, **pending["metrics"]}
+            weights = self._example_weights(replies, sent)
+            replied = sorted(weights)
+            measured = {**pending["metrics"], **({"example_weights": self._per_client(weights)} if weights else {})}
+            entry = {"round": pending["t"], "selected": sorted(sent), "replied": replied, **measured}
             if self.recorder is not None:
-                self.recorder.record_round(pending["t"], entry["selected"], replied, **pending["metrics"])
+                self.recorder.record_round(pending["t"], entry["selected"], replied, **measured)
             self.rounds.append(entry)
             self.round_seconds.append(time.perf_counter() - pending["started"])
             return aggregated
+
+        def _example_weights(self, replies, sent) -> dict[int, float]:
+            """Partition id → the weight its reply carried into the wrapped strategy's weighted mean
+            (``weighted_by_key``, Flower's "num-examples"), normalised over the round's replies; a
+            reply without the key (a strategy that does not weight) counts 1."""
+            key = getattr(self.strategy, "weighted_by_key", None)
+            raw = {}
+            for message in replies:
+                if message.has_error():
+                    continue
+                partition = self._partition(message.metadata.src_node_id, "replied")
+                if partition not in sent:
+                    continue
+                records = list(message.content.metric_records.values()) if key else []
+                value = records[0].get(key, 1.0) if records else 1.0
+                raw[partition] = float(value)
+            total = sum(raw.values())
+            return {i: (w / total if total > 0 else 1.0 / len(raw)) for i, w in raw.items()}
+
+        def _per_client(self, weights: dict[int, float]) -> list:
+            return [weights.get(i) for i in range(self.n_clients)]
 
         def configure_evaluate(self, server_round, arrays, config, grid):
             return self.strategy.configure_evaluate(server_round, arrays, config, grid)

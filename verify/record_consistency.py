@@ -11,6 +11,9 @@
   availability frequency, whose variance π(1 − π)(1 + λ)/((1 − λ)T) is that of a stationary
   two-state chain (the lag-k autocorrelation is λ^k). A probability of 0 or 1 contradicted once
   is refused outright.
+* A server that weighted its participants unequally (``check_equal_weights``): Flower's FedAvg and
+  FedAvgM weight each reply by its ``num-examples`` (recorded as ``example_weights``), while
+  FedSUM (eq. (3)) and Server momentum (Algorithm 1) average the participants equally.
 * Several records judged together as seeds of one setting (``check_same_setting``): every header
   field that enters a bound (constants, step sizes, schedule, hyper-parameters, K, N, the
   participation model, the algorithm and the problem) must agree, whatever order the records are
@@ -26,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["LEVEL", "check_availability", "check_same_setting", "FREE_FIELDS", "PER_RUN_CONSTANTS"]
+__all__ = ["LEVEL", "check_availability", "check_same_setting", "check_equal_weights", "FREE_FIELDS",
+           "PER_RUN_CONSTANTS"]
 
 #: Family-wise level of the tests of a Bernoulli or Markov header against the replies.
 LEVEL = 1e-3
@@ -187,3 +191,19 @@ def _shared(constants) -> dict:
 def _short(value) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "…"
+
+
+def check_equal_weights(record, tolerance: float = 1e-12) -> None:
+    """Refuse a record whose server weighted the replies of a round unequally (its
+    ``example_weights``), naming the round and the weights; the theorems judged on such records
+    average the participants equally."""
+    weights = record.vectors.get("example_weights")
+    if weights is None:
+        return
+    for t in range(record.n_rounds):
+        row = weights[t][record.mask[t]]
+        row = row[np.isfinite(row)]
+        if row.size > 1 and row.max() - row.min() > tolerance * row.max():
+            raise ValueError(f"{_name(record)}: in round {t} the server weighted the replies unequally (from "
+                             f"{row.min():.3g} to {row.max():.3g}, e.g. Flower's num-examples); the theorems average "
+                             "the participants equally: reply with equal weights")

@@ -67,6 +67,8 @@ PER_CLIENT = {
     "probabilities": "p_i^t, client i's availability probability in round t (LOGIT Section 3.3)",
     "generator_error": "e_{i,t} = (1/I) Σ_j ‖g̃_i − ∇F_i(x^i_{t,j})‖² for an unavailable client i (LOGIT eq. (23))",
     "avg_client_losses": "F_i(w̄) at the step-weighted average iterate w̄ after round t (CA-Fed §III-B)",
+    "example_weights": "the weight client i's reply carried into the server's weighted mean in round t (Flower's "
+                       "num-examples), normalised over the round's replies",
 }
 #: Per-round numbers (v2) the theorems of other papers read.
 PER_ROUND = {
@@ -93,6 +95,7 @@ _NONNEGATIVE_CONSTANTS = ("L", "sigma2", "delta_f", "F0", "sigma_g2", "zeta2", "
 #: The range of each per-client and per-round field a round line may hold: (low, high, integer).
 _FIELD_RANGES = {"local_steps": (1, math.inf, True), "delays": (0, math.inf, True), "weights": (0, math.inf, False),
                  "probabilities": (0, 1, False), "generator_error": (0, math.inf, False),
+                 "example_weights": (0, 1, False),
                  "heterogeneity": (0, math.inf, False), "heterogeneity_max": (0, math.inf, False),
                  "local_norm": (0, math.inf, False), "param_norm": (0, math.inf, False)}
 #: The availability models (v2) and their fields.
@@ -498,7 +501,6 @@ class RunRecorder:
             header["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._append(header, new=True)
-            self._hold_lock()
             self.next_round = 0
 
     def _resumable(self, header: dict) -> int:
@@ -554,18 +556,24 @@ class RunRecorder:
     def _append(self, entry: dict, *, new: bool = False) -> None:
         """Append one line and flush it to disk. ``new``: the header of a new record, written
         exclusively: of several recorders started at once on one path, the one that first holds an
-        exclusive lock on the empty file writes it, the others are refused (an empty file already
-        there counts as new)."""
+        exclusive lock on the empty file writes it and keeps the lock (the file stays open as the
+        recorder's lock until ``close``), the others are refused (an empty file already there counts
+        as new)."""
         line = (json.dumps(entry, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n").encode("utf-8")
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        keep = False
         try:
             if new:
                 self._claim_empty(fd)
             if os.write(fd, line) != len(line):
                 raise OSError(f"short write to {self.path.name}")
             os.fsync(fd)
+            keep = new
         finally:
-            os.close(fd)
+            if keep:
+                self._lock = fd
+            else:
+                os.close(fd)
 
     def _claim_empty(self, fd: int) -> None:
         try:

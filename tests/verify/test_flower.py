@@ -273,8 +273,11 @@ def test_flowers_fedavgm_repeats_fedverifys_fedavgm_and_is_judged_against_server
     problem, trace = _problem(noise_std), _trace(rounds=12)
     strategy = FedAvgM(fraction_evaluate=0.0, server_learning_rate=0.5, server_momentum=0.8)
     header = vf.record_header(strategy, eta_l=ETA_L, local_steps=K)
+    notes = header.pop("notes")
     assert header == {"algorithm": "fedavgm", "step_sizes": {"eta_l": ETA_L, "eta_g": 0.5}, "hparams": {"beta": 0.8},
                       "local_steps": K}
+    assert "FedGM(eta = 2.5 = eta_g/(1 - beta), beta = 0.8, nu = 1)" in notes
+    header["notes"] = notes
     seen, measure = _path_recorder(problem)
     path = tmp_path / "fedavgm.jsonl"
     with RunRecorder(path, N, **header, seed=5, constants=_constants(problem),
@@ -317,8 +320,9 @@ def test_flowers_server_step_repeats_fedverifys_through_empty_rounds(tmp_path, i
 def test_record_header_names_only_the_strategies_fedverify_runs(flower):
     from flwr.serverapp.strategy import FedAvg, FedAvgM, FedProx
 
-    assert vf.record_header(FedAvgM(server_learning_rate=2.0), eta_l=0.1, local_steps=3) == {
-        "algorithm": "fedavg", "step_sizes": {"eta_l": 0.1, "eta_g": 2.0}, "local_steps": 3}
+    header = vf.record_header(FedAvgM(server_learning_rate=2.0), eta_l=0.1, local_steps=3)
+    assert "num-examples" in header.pop("notes")
+    assert header == {"algorithm": "fedavg", "step_sizes": {"eta_l": 0.1, "eta_g": 2.0}, "local_steps": 3}
     assert vf.record_header(FedAvg(), eta_l=0.1, local_steps=1)["algorithm"] == "fedavg"
     with pytest.raises(ValueError, match="FedProx"):
         vf.record_header(FedProx(), eta_l=0.1, local_steps=1)

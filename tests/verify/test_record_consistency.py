@@ -115,3 +115,18 @@ def test_a_schedule_that_contradicts_the_headers_momentum_is_refused():
     with pytest.raises(ValueError, match="eta_l=1.0 conflicts with the schedule's eta_l=0.01"):
         given_algorithm(step, THEOREMS["momentum.theorem_4_1"])
 
+
+
+def test_a_server_that_weighted_its_participants_unequally_is_refused():
+    """Flower's FedAvgM weights replies by num-examples; Server momentum averages them equally."""
+    from verify.record_consistency import check_equal_weights
+
+    mask = patterns.Uniform(N, 2).sample(T, seed=0).mask
+    equal = np.where(mask, 0.5, np.nan)
+    check_equal_weights(_record(mask, vectors={"example_weights": equal}))
+    unequal = equal.copy()
+    t = 7
+    first, second = np.flatnonzero(mask[t])
+    unequal[t, first], unequal[t, second] = 0.25, 0.75
+    with pytest.raises(ValueError, match="in round 7 the server weighted the replies unequally"):
+        check_equal_weights(_record(mask, vectors={"example_weights": unequal}))
