@@ -34,6 +34,10 @@ from .transcriptions import SUPPORTED, iterates
 __all__ = ["WorstCase", "worst_case", "Size", "programme_size", "SOLVERS", "MEASURES", "active_sets",
            "DEFAULT_SECONDS"]
 
+#: Clarabel (an interior-point method) by default; SCS (first-order, through cvxpy) as the
+#: alternative. SCS stops at a looser accuracy, and on an unbounded programme (a class without
+#: F_0 or σ_g² under partial participation) it can report "optimal" with a finite value:
+#: Clarabel reports those as unbounded, so a value from SCS is worth checking against Clarabel.
 SOLVERS = ("clarabel", "scs")
 MEASURES = ("average", "min")
 #: Solves predicted to take longer than this many seconds are refused before any work
