@@ -64,7 +64,11 @@ def preset(name: str, **overrides) -> Pattern:
     if key not in _PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose from {', '.join(_PRESETS)}")
     _, build = _PRESETS[key]
-    try:
-        return build(**overrides)
-    except TypeError as err:
-        raise ValueError(f"preset {key!r} does not take these options: {sorted(overrides)} ({err})") from None
+    import inspect
+
+    takes = list(inspect.signature(build).parameters)
+    unknown = sorted(set(overrides) - set(takes))
+    if unknown:
+        raise ValueError(f"preset {key!r} has no setting {', '.join(map(repr, unknown))}; it takes "
+                         f"{', '.join(takes)}")
+    return build(**overrides)

@@ -92,7 +92,7 @@ def test_mc_names_its_method_and_takes_preset_settings(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["mc", "P1", "--method", "shifts"], "method='shifts' needs a ReshuffledCyclic pattern"),
     (["mc", "P1", "--method", "fast"], "--method 'fast' is not one of auto, trace"),
-    (["mc", "P1", "--set", "colour=3"], "preset 'P1' does not take these options: ['colour']"),
+    (["mc", "P1", "--set", "colour=3"], "preset 'P1' has no setting 'colour'; it takes n_clients, per_round"),
     (["mc", "P1", "--set", "n_clients"], "--set expects NAME=VALUE"),
     (["mc", "P1", "--set", "n_clients=-3"], "n_clients"),
 ])

@@ -105,8 +105,27 @@ def _mc_seconds(pattern, rounds: int, reps: int, method: str = "auto") -> float:
     return timed(rounds, 1)[0] * reps
 
 
+#: Longest work (seconds, as announced) a command starts without ``--long``.
+LONG_SECONDS = 6 * 3600
+
+
+def require_long(seconds: float, what: str, allowed: bool) -> None:
+    """Refuse work announced at more than :data:`LONG_SECONDS` unless the user passed ``--long``:
+    a mistyped size should not start days of work."""
+    if seconds > LONG_SECONDS and not allowed:
+        from participation.budget import human_seconds
+
+        raise UsageError(f"{what} would take about {human_seconds(seconds)}, more than the "
+                         f"{human_seconds(LONG_SECONDS)} a command starts on its own; pass --long to run it anyway")
+
+
+def add_long_option(parser) -> None:
+    parser.add_argument("--long", action="store_true",
+                        help=f"run work announced at more than {LONG_SECONDS // 3600} hours (refused otherwise)")
+
+
 def announce_mc(name: str, pattern, rounds: int, reps: int, workers: int = 1, method: str = "auto",
-                stderr: float | None = None) -> None:
+                stderr: float | None = None, long: bool = False) -> None:
     """Say before long Monte-Carlo work how long it will take; with ``stderr`` (run to a target
     precision), ``reps`` is the most replicates it may take and the time is an upper limit.
 
@@ -123,6 +142,7 @@ def announce_mc(name: str, pattern, rounds: int, reps: int, workers: int = 1, me
         announce(f"{name}: {reps} traces of {rounds} rounds × {pattern.n_clients} clients; timing them first, "
                  f"which at more than {TIMING_CELLS:,} clients takes a while itself")
     seconds = _mc_seconds(pattern, rounds, reps, method) / workers
+    require_long(seconds, f"{name}: {reps} traces of {rounds} rounds × {pattern.n_clients} clients", long)
     if seconds > 20:
         if stderr is None:
             announce(f"{name}: {reps} traces of {rounds} rounds × {pattern.n_clients} clients, about "

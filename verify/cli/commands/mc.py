@@ -6,7 +6,7 @@ interrupt, dying with this process however it ends, and never more of them than 
 from __future__ import annotations
 
 from ..usage import UsageError
-from . import announce_mc, arguments, check_plot, parse_setting, require_mc_memory, show_progress
+from . import add_long_option, announce_mc, arguments, check_plot, parse_setting, require_mc_memory, show_progress
 
 HELP = "E[τ_max] and E[τ_avg] per preset: exact, Monte-Carlo with confidence intervals, paper bound"
 
@@ -77,6 +77,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--plot", metavar="FILE", type=arguments.path,
                         help="histograms of τ_max and τ_avg with the estimates to FILE (.png, .pdf, .svg)")
     arguments.add_no_progress(parser)
+    add_long_option(parser)
     parser.add_argument("--set", action="append", metavar="NAME=VALUE",
                         help="change a preset's setting, e.g. --set n_clients=10000 (repeatable; see "
                              "participation.patterns.preset)")
@@ -108,9 +109,10 @@ def run(args) -> str:
     patterns = {name: _pattern(name, args) for name in args.presets}    # unknown names fail before any work
     for name, pattern in patterns.items():
         if args.reps is not None:
-            announce_mc(name, pattern, args.rounds, args.reps, args.workers, args.method)
+            announce_mc(name, pattern, args.rounds, args.reps, args.workers, args.method, long=args.long)
         else:
-            announce_mc(name, pattern, args.rounds, args.max_reps, args.workers, args.method, stderr=args.stderr)
+            announce_mc(name, pattern, args.rounds, args.max_reps, args.workers, args.method, stderr=args.stderr,
+                        long=args.long)
     args.workers = min(args.workers, args.reps if args.reps is not None else args.max_reps)   # no idle workers
     with open_executor(processes=args.workers, preload=_WORKER_MODULES) as executor:
         cases = [_mc_case(name, args, executor) for name in args.presets]
