@@ -26,6 +26,8 @@ the proofs use A3 only at the iterates, so the measured value is the one they ne
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from bounds import momentum as bm
@@ -221,6 +223,9 @@ def _plan(setup: Setup, *, which: str) -> Plan:
         how = "the largest η_l at which every hypothesis holds (bisection)"
     else:
         how = "the recorded runs'" if setup.recorded is not None else "the algorithm's own"
+        admitted = _admitted_note(schedule, bound_at, K * max_epochs, setup.constants.L)
+        if admitted:
+            how += admitted
     algorithm = _build(setup, schedule, autonomous)
 
     def bound(histories):
@@ -248,6 +253,24 @@ def _plan(setup: Setup, *, which: str) -> Plan:
                 bound=bound, extras=extras, run_options={"observe": True},
                 step_sizes={"eta_l": schedule.eta_l, "eta_g": schedule.eta_g[0],
                             **({"eta_g_last": schedule.eta_g[-1]} if schedule.n_stages > 1 else {})}, notes=notes)
+
+
+def _admitted_note(schedule, bound_at, steps: float, L: float) -> str:
+    """When the given η_l breaks a hypothesis: the η_l the theorem admits with the same server
+    schedule (η, β, ν per stage), found as the largest valid one (the hypotheses hold below a
+    threshold in η_l); empty when the given one is admitted or none is."""
+    import dataclasses
+
+    if bound_at(schedule).valid:
+        return ""
+    try:
+        eta_l = largest_admissible(lambda e: bound_at(dataclasses.replace(schedule, eta_l=e)).valid,
+                                   min(schedule.eta_l, 1 / (8 * steps * L)))
+    except ValueError:
+        return "; no η_l admits every hypothesis at this server schedule"
+    unit = 10.0 ** (math.floor(math.log10(eta_l)) - 2)         # three digits, rounded down: still admitted
+    return (f"; at this server schedule (η = {schedule.eta_g[0]:.4g}, β = {schedule.beta[0]:.4g}) the theorem "
+            f"admits η_l ≤ {math.floor(eta_l / unit) * unit:.3g}")
 
 
 _LHS = "Ḡ = (1/S) Σ_s (1/T_s) Σ_{t in stage s} ‖∇f(x_t)‖²"
