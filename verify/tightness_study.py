@@ -66,9 +66,6 @@ CSV_FIELDS = ("kind", "algorithm", "n_clients", "local_steps", "rounds", "patter
               "trace", "tau_max", "tau_avg", "eta_l", "eta_g", "worst_case", "worst_case_stderr", "bound_paper",
               "bound_tight", "bound_corollary", "valid", "failed_conditions", "status", "accuracy", "seconds",
               "constraints", "gram")
-#: Predicted seconds of one solve: a·C² + b, C the programme's scalar constraints (fitted on
-#: Clarabel solves of these programmes).
-COST = (1.0e-5, 0.1)
 
 
 # ---------------------------------------------------------------------------------- design
@@ -289,10 +286,10 @@ def cell_key(config: dict) -> str:
 
 
 def predicted_seconds(config: dict) -> float:
+    """The cell's predicted solve time (``verify.worst_case.programme_size``)."""
     from .worst_case import programme_size
 
-    size = programme_size(config["algorithm"], config["sets"], config["n_clients"], config["local_steps"])
-    return COST[0] * size.constraints ** 2 + COST[1]
+    return programme_size(config["algorithm"], config["sets"], config["n_clients"], config["local_steps"]).seconds
 
 
 def solve_cell(config: dict) -> dict:
