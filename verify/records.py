@@ -326,7 +326,12 @@ def load_record(path, *, keep_damaged: bool = False) -> RunRecord:
     A line after the header that is not a valid next round (bad JSON, a value the schema refuses,
     a round out of order as a second writer leaves it) is a ValueError naming the line, which
     also says how many complete rounds precede it; ``keep_damaged=True`` reads those rounds
-    instead, with a warning and the reason in ``RunRecord.damage``."""
+    instead, with a warning and the reason in ``RunRecord.damage``.
+
+    The file is read line by line into the arrays it fills: a first pass counts the rounds, the
+    participation masks (2·T·N bytes) and each per-client field (8·T·N bytes, when first seen)
+    are checked against the memory limit before they are allocated, and no more than one line's
+    parsed JSON is held at once."""
     path = Path(path)
     from participation.budget import require_memory
 
@@ -334,64 +339,91 @@ def load_record(path, *, keep_damaged: bool = False) -> RunRecord:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):
             raise ValueError(f"run record {path.name} is not a regular file (a pipe, a device or a folder)")
-        # the parsed lines hold about this many bytes of Python objects per byte of the file
-        require_memory(PARSED_BYTES_PER_BYTE * info.st_size, f"reading run record {path.name} ({info.st_size} bytes)")
-        raw = path.read_bytes()
+        lines, cut, longest = _count_lines(path)
+        require_memory(PARSED_BYTES_PER_BYTE * longest, f"reading run record {path.name} (a line of {longest} bytes)")
+        with open(path, "rb") as handle:
+            return _read_record(path, handle, lines, cut, keep_damaged, require_memory)
     except OSError as err:
         raise ValueError(f"cannot read run record {path.name}: {err.strerror or err}") from None
-    lines = raw.split(b"\n")
-    complete = raw.endswith(b"\n")
-    cut = lines.pop() if not complete and lines and lines[-1] else None
-    numbered = [(i, text) for i, text in enumerate(lines, start=1) if text.strip()]   # physical line numbers
-    if not numbered and cut is not None:     # a single line without its newline: read it as the header
-        numbered, cut = [(1, cut)], None
-    if not numbered:
+
+
+def _count_lines(path) -> tuple[int, int | None, int]:
+    """(complete lines, bytes of a cut-off last line or None, longest line in bytes), in chunks."""
+    count, longest, current, last = 0, 0, 0, b""
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 18):
+            pieces = chunk.split(b"\n")
+            for piece in pieces[:-1]:
+                longest = max(longest, current + len(piece))
+                current = 0
+                count += 1
+            current += len(pieces[-1])
+            last = chunk[-1:]
+    longest = max(longest, current)
+    return count, (current if current and last != b"\n" else None), longest
+
+
+def _read_record(path, handle, lines: int, cut: int | None, keep_damaged: bool, require_memory) -> RunRecord:
+    numbered = ((i, line.rstrip(b"\n")) for i, line in enumerate(handle, start=1))
+    content = ((i, text) for i, text in numbered if text.strip())
+    first = next(content, None)
+    if first is None:
         raise ValueError(f"{path.name}: empty run record (no header line)")
-    if numbered[0][0] != 1:
-        raise ValueError(f"{_where(path, numbered[0][0])}: the header must be the first line")
-    header = check_header(_parse_line(path, 1, numbered[0][1]), path)
+    if first[0] != 1:
+        raise ValueError(f"{_where(path, first[0])}: the header must be the first line")
+    header = check_header(_parse_line(path, 1, first[1]), path)
     n = header["n_clients"]
-    require_memory(2.0 * n * max(len(numbered) - 1, 1),
-                   f"run record {path.name}: {len(numbered) - 1} rounds × {n} clients (who was selected, who replied)")
-    rounds, damage = [], None
-    for t, (i, text) in enumerate(numbered[1:]):
+    capacity = max(lines - 1, 0) + (1 if cut is not None and lines > 0 else 0)
+    require_memory(2.0 * n * max(capacity, 1),
+                   f"run record {path.name}: {capacity} rounds × {n} clients (who was selected, who replied)")
+    mask, selected = np.zeros((capacity, n), dtype=bool), np.zeros((capacity, n), dtype=bool)
+    metrics: dict[str, np.ndarray] = {}
+    vectors: dict[str, np.ndarray] = {}
+    damage, t = None, 0
+    for i, text in content:
+        if cut is not None and i > lines:      # the cut-off last line: not a round
+            break
         try:
-            rounds.append(check_round(_parse_line(path, i, text), t, n, path, i))
+            entry = check_round(_parse_line(path, i, text), t, n, path, i)
         except ValueError as err:      # a damaged tail: the rounds before it stay readable
             if not keep_damaged:
                 raise ValueError(f"{err} (the {t} rounds before line {i} are complete: "
                                  "load_record(path, keep_damaged=True) reads them)") from None
-            damage = f"{err}; kept the {t} rounds before line {i}, the {len(numbered) - 1 - t} lines from it are left out"
+            damage = f"{err}; kept the {t} rounds before line {i}, the lines from it are left out"
             break
+        mask[t, entry["replied"]] = True
+        selected[t, entry["selected"]] = True
+        for key, value in entry.items():
+            if key in _ROUND_REQUIRED or value is None:
+                continue
+            if isinstance(value, list):
+                if key in metrics:
+                    raise ValueError(f"{_where(path, i)}: {key} is a per-client list here and a number in other "
+                                     "rounds; write it one way")
+                if key not in vectors:
+                    require_memory(8.0 * n * capacity, f"run record {path.name}: per-client field {key} over "
+                                                       f"{capacity} rounds × {n} clients")
+                    vectors[key] = np.full((capacity, n), np.nan)
+                vectors[key][t] = [np.nan if v is None else float(v) for v in value]
+            else:
+                if key in vectors:
+                    raise ValueError(f"{_where(path, i)}: {key} is a number here and a per-client list in other "
+                                     "rounds; write it one way")
+                if key not in metrics:
+                    metrics[key] = np.full(capacity, np.nan)
+                metrics[key][t] = float(value)
+        t += 1
     if damage is not None:
-        warnings.warn(damage, stacklevel=2)
-    elif cut is not None:           # a record whose last line was cut off mid-write: keep the complete rounds
-        damage = (f"{path.name}: the last line is cut off ({len(cut)} bytes, a run stopped mid-write); "
-                  f"kept the {len(rounds)} complete rounds")
-        warnings.warn(damage, stacklevel=2)
-    T = len(rounds)
-    mask, selected = np.zeros((T, n), dtype=bool), np.zeros((T, n), dtype=bool)
-    per_client = {k for e in rounds for k, v in e.items() if isinstance(v, list) and k not in _ROUND_REQUIRED}
-    names = list(dict.fromkeys(k for e in rounds for k in e if k not in _ROUND_REQUIRED and k not in per_client))
-    metrics = {k: np.full(T, np.nan) for k in names}
-    if per_client:
-        require_memory(8.0 * n * T * len(per_client), f"run record {path.name}: per-client fields "
-                       f"{', '.join(sorted(per_client))} over {T} rounds × {n} clients")
-    vectors = {k: np.full((T, n), np.nan) for k in sorted(per_client)}
-    for t, e in enumerate(rounds):
-        mask[t, e["replied"]] = True
-        selected[t, e["selected"]] = True
-        for k in names:
-            if e.get(k) is not None:
-                metrics[k][t] = float(e[k])
-        for k in vectors:
-            if isinstance(e.get(k), list):
-                vectors[k][t] = [np.nan if v is None else float(v) for v in e[k]]
-            elif e.get(k) is not None:
-                raise ValueError(f"{_where(path, numbered[t + 1][0])}: {k} is a number here and a per-client list "
-                                 "in other rounds; write it one way")
-    return RunRecord(header=header, mask=mask, selected=selected, metrics=metrics, path=path, vectors=vectors,
-                     damage=damage)
+        warnings.warn(damage, stacklevel=3)
+    elif cut is not None and lines >= 1:      # a record whose last line was cut off mid-write: keep the complete rounds
+        damage = (f"{path.name}: the last line is cut off ({cut} bytes, a run stopped mid-write); "
+                  f"kept the {t} complete rounds")
+        warnings.warn(damage, stacklevel=3)
+    keep = slice(0, t)
+    return RunRecord(header=header, mask=mask[keep].copy() if t < capacity else mask,
+                     selected=selected[keep].copy() if t < capacity else selected,
+                     metrics={k: v[keep] for k, v in metrics.items()}, path=path,
+                     vectors={k: v[keep] for k, v in vectors.items()}, damage=damage)
 
 
 def _parse_line(path, i: int, text: bytes) -> dict:
