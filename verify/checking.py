@@ -12,6 +12,13 @@ inputs, builds a :class:`~verify.theorems.contract.Setup` and hands it to the th
 
 The hypotheses of the theorem at the step sizes actually used are reported beside the verdict
 (``conditions``, ``conditions_hold``); a verdict is never hidden because a condition fails.
+
+``worst_case`` ("auto", True, False) puts the exact worst case of the left side over the
+theorem's class beside the row (``CheckResult.worst_case``, see
+``verify.theorems.runner.worst_case_column``): measured ≤ worst case ≤ bound, and a noise-free
+run measuring above its certified worst case is "outside the class". The library's default is
+False, so that searches and sweeps running many checks solve no programme they did not ask for;
+``fedverify check`` and ``check-run`` default to "auto".
 """
 from __future__ import annotations
 
@@ -28,7 +35,7 @@ from participation.patterns import Pattern
 from .constants import EstimatedConstants, estimate_constants
 from .theorems.contract import Setup, Theorem
 from .theorems.delay import STEP_MODES, BoundSpec, bound_spec
-from .theorems.runner import run_plans
+from .theorems.runner import run_plans, worst_case_mode
 from .verdicts import CheckResult, confidence_limits, distinct_seeds, verdict
 from participation.validation import integer
 
@@ -161,7 +168,7 @@ def _as_trace(value, n_clients: int, rounds) -> tuple[Trace | None, Pattern | No
 def check(algorithm, problem, trace_or_pattern, theorem=None, seeds=5, *, rounds=None,
           confidence: float = 0.95, traces=None, step_sizes: str | None = None, local_steps: int = 1,
           constants=None, hparams: dict | None = None, trace_seed: int = 0, device=None, on_run=None,
-          bound=None) -> CheckResult:
+          bound=None, worst_case=False) -> CheckResult:
     """Run ``algorithm`` on ``problem`` and judge the theorem's measured left side ((1/T) Σ_{t<T}
     ‖∇f(x_t)‖² for FedSUM's) against its bound.
 
@@ -182,13 +189,16 @@ def check(algorithm, problem, trace_or_pattern, theorem=None, seeds=5, *, rounds
     algorithm's lemma holds). ``constants``: ``EstimatedConstants`` or
     ``bounds.Constants`` (default ``estimate_constants(problem)``). ``on_run(history, trace,
     algorithm, seed)`` is called after every run (``fedverify check --record`` writes each run's
-    record with it).
+    record with it). ``worst_case``: "auto" (the worst case over the theorem's class beside the
+    result where the run is noise-free, the theorem covers the algorithm and the programmes are
+    predicted to solve within a few seconds), True (up to ``FEDVERIFY_WORST_CASE_SECONDS``) or
+    False (default: not computed; ``result.worst_case`` says so).
     """
     theorem = _theorem_argument(theorem, bound)
     theorem, setup, kwargs, device = _prepare(
         algorithm, problem, trace_or_pattern, theorem, seeds, rounds=rounds, confidence=confidence, traces=traces,
         step_sizes=step_sizes, local_steps=local_steps, constants=constants, hparams=hparams, trace_seed=trace_seed,
-        device=device, on_run=on_run)
+        device=device, on_run=on_run, worst_case=worst_case)
     return run_plans([(theorem, setup, kwargs)], device=device)[0]
 
 
@@ -233,8 +243,10 @@ def _theorem_argument(theorem, bound):
 
 def _prepare(algorithm, problem, trace_or_pattern, theorem="fedsum.theorem_4_1", seeds=5, *, rounds=None,
              confidence: float = 0.95, traces=None, step_sizes: str | None = None, local_steps: int = 1,
-             constants=None, hparams: dict | None = None, trace_seed: int = 0, device=None, on_run=None):
+             constants=None, hparams: dict | None = None, trace_seed: int = 0, device=None, on_run=None,
+             worst_case=False):
     """The validated (theorem, setup, judge keywords, device) of one ``check`` call."""
+    worst_case = worst_case_mode(worst_case)
     if not (hasattr(problem, "n_clients") and hasattr(problem, "stochastic_grads")):
         raise ValueError(f"problem must be an algorithms problem (algorithms.problems: Quadratic, Logistic, "
                          f"Classifier or your own), got {type(problem).__name__}")
@@ -274,7 +286,8 @@ def _prepare(algorithm, problem, trace_or_pattern, theorem="fedsum.theorem_4_1",
     setup = Setup(problem=problem, algorithm=builder.name, hparams={**builder.hparams, **options}, given=given,
                   constants=consts, trace=trace, pattern=pattern, seeds=seeds, trace_seed=trace_seed, build=builder.build,
                   step_mode=step_sizes, given_steps=builder.given, n_traces=traces, confidence=float(confidence))
-    return theorem, setup, dict(confidence=confidence, const_info=const_info, notes=notes, on_run=on_run), device
+    return theorem, setup, dict(confidence=confidence, const_info=const_info, notes=notes, on_run=on_run,
+                                worst_case=worst_case), device
 
 
 def _constants(problem, constants, N: int, K: int, T: int) -> tuple[Constants, dict, list[str]]:

@@ -19,6 +19,11 @@ participation model and per-round fields stand where fedverify's run would be, t
 and the bound are the plan's, and the verdict is the one judge's (``runner.judge_recorded``),
 with the same marks as ``check``. Recorded step sizes outside the theorem's (prescribed, or
 breaking a hypothesis on them) carry the ``†`` mark.
+
+``worst_case`` puts the exact worst case over the theorem's class beside the verdict, as ``check``
+does (``verify.theorems.runner.worst_case_column``): the record's algorithm (its header's name,
+step sizes, K and hyper-parameters) on its replied sets, at the constants judged with; a
+noise-free record measuring above it is "outside the class".
 """
 from __future__ import annotations
 
@@ -38,7 +43,9 @@ from .checking import resolve_bound, resolve_theorem
 from .records import RunRecord, load_record
 from .theorems.delay import evaluate as _evaluate
 from .theorems.delay import lemma_conditions, prescribed_steps
-from .verdicts import CheckResult, judge, noise_free, rounding_tolerance
+from .theorems.runner import (attach_worst_case, known_constants, worst_case_column, worst_case_mode,
+                              worst_case_refusal)
+from .verdicts import CheckResult, WorstCaseColumn, judge, noise_free, rounding_tolerance
 
 __all__ = ["check_run", "history_of"]
 
@@ -144,11 +151,14 @@ def _constants(record: RunRecord, constants) -> tuple[Constants, dict]:
     return consts, info
 
 
-def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confidence: float = 0.95) -> CheckResult:
+def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confidence: float = 0.95,
+              worst_case=False) -> CheckResult:
     """Judge one or more run records (paths or ``RunRecord``) against ``theorem`` (a name, a
     Theorem or a callable delay bound; see the module docstring). ``constants``: a dict (``L``,
     ``sigma2``, ``delta_f``, ``F0``), ``bounds.Constants`` or ``verify.EstimatedConstants``,
-    overriding the header's."""
+    overriding the header's. ``worst_case``: "auto", True or False (default), as ``verify.check``
+    takes it."""
+    worst_case = worst_case_mode(worst_case)
     theorem = resolve_theorem(theorem)
     theorem.require_checkable()
     if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0.5 <= confidence < 1:
@@ -156,7 +166,7 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
     records = _records(records)
     if theorem.plan is not None:
         _same_setting(records)
-        return _judge_plan(records, theorem, constants, float(confidence))
+        return _judge_plan(records, theorem, constants, float(confidence), worst_case)
     spec = resolve_bound(theorem)
     _same_setting(records, per_trace_steps=spec.expectation and theorem.prescribes_steps)
     first = records[0]
@@ -263,7 +273,7 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         notes.append(f"{theorem.name} is proved for {', '.join(theorem.covers)}, not {algorithm}: "
                      "the verdict compares numbers for reference and tests no theorem")
     mean, lower, upper, outcome = decision.measured, decision.lower, decision.upper, decision.verdict
-    return CheckResult(
+    result = CheckResult(
         verdict=outcome, measured=mean, lower=lower, upper=upper, confidence=float(confidence), values=tuple(values),
         seeds=tuple(int(r.header.get("seed", i)) for i, r in enumerate(records)), bound=bound, bound_name=theorem.name,
         algorithm=algorithm, hparams={}, step_sizes={k: float(v) for k, v in steps.items()},
@@ -273,6 +283,39 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         per_trace_tau=tuple((int(m.tau_max), float(m.tau_avg)) for m in metrics), first_run=histories[0],
         covered=covered, lhs=theorem.lhs, diverged=decision.diverged, steps_outside=steps_outside,
         fixed_trace=spec.expectation and len(records) == 1, bound_range=bound_range)
+    column = _record_worst_case(records, theorem.name, spec.expectation, consts, steps, worst_case, result)
+    return attach_worst_case(result, column, lambda: known_constants(None, histories))
+
+
+def _record_algorithm(record: RunRecord, steps: dict):
+    """The engine's algorithm of ``record``: its header's name, step sizes, K and hyper-parameters."""
+    import algorithms
+
+    name = record.header.get("algorithm")
+    if not name or not {"eta_g", "eta_l"} <= set(steps):
+        raise ValueError("the record names no algorithm or no step sizes η_g, η_l to run in the programme")
+    try:
+        return algorithms.get(str(name), eta_l=float(steps["eta_l"]), eta_g=float(steps["eta_g"]),
+                              local_steps=int(record.header.get("local_steps")),
+                              **(record.header.get("hparams") or {}))
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"the record's algorithm {name!r} cannot be rebuilt: {err}") from None
+
+
+def _record_worst_case(records, theorem_name: str, expectation: bool, consts, steps: dict, mode,
+                       result: CheckResult) -> WorstCaseColumn:
+    """The worst case beside a delay bound's verdict on records: one programme on the records' one
+    trace (a conditional bound), or one per record's trace (a bound in full expectation)."""
+    refusal = worst_case_refusal(theorem_name, consts, mode)
+    if refusal:
+        return WorstCaseColumn.missing(refusal)
+    chosen = records if expectation else records[:1]
+    try:
+        built = [_record_algorithm(r, dict(r.header.get("step_sizes") or steps)) for r in chosen]
+    except ValueError as err:
+        return WorstCaseColumn.missing(f"not covered: {err}")
+    return worst_case_column(theorem_name, built, [r.trace for r in chosen], consts, mode=mode,
+                             measured=result.measured, bound=result.bound_value)
 
 
 def _seeds_of(records: list[RunRecord]) -> tuple[int, ...]:
@@ -283,7 +326,7 @@ def _seeds_of(records: list[RunRecord]) -> tuple[int, ...]:
     return tuple(range(len(records)))
 
 
-def _judge_plan(records: list[RunRecord], theorem, constants, confidence: float) -> CheckResult:
+def _judge_plan(records: list[RunRecord], theorem, constants, confidence: float, worst_case=False) -> CheckResult:
     """A theorem with a plan (Server momentum, CA-Fed, LOGIT) judged on the records (module docstring)."""
     from .theorems import from_records
     from .theorems.runner import judge_recorded, make_plan
@@ -309,7 +352,8 @@ def _judge_plan(records: list[RunRecord], theorem, constants, confidence: float)
     const_info = {k: {"value": v, "exact": None} for k, v in given.items() if k != "source" and v is not None}
     if given.get("source"):
         const_info["source"] = given["source"]
-    result = judge_recorded(theorem, setup, plan, histories, confidence=confidence, const_info=const_info, notes=notes)
+    result = judge_recorded(theorem, setup, plan, histories, confidence=confidence, const_info=const_info, notes=notes,
+                            worst_case=worst_case)
     if len(records) == 1 and not result.values[0] == result.values[0]:      # NaN left side: a field was null
         raise ValueError(f"{theorem.lhs} is undefined for {Path(first.path).name if first.path else 'the record'}")
     return result

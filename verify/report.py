@@ -26,12 +26,18 @@ def atomic_write(path, write, *, binary: bool = False) -> Path:
 
 __all__ = ["atomic_write", "write_json", "write_csv", "plot_format", "save_figure", "figure", "number",
            "check_table", "check_footnotes", "check_figure", "check_figure_paths", "plot_check", "plot_checks",
-           "plot_delays", "plot_mc", "bound_report",
-           "CSV_FIELDS"]
+           "plot_delays", "plot_mc", "bound_report", "worst_case_fields", "worst_case_notes",
+           "CSV_FIELDS", "WORST_CASE_FIELDS"]
+
+#: The worst-case columns of a check row (see ``verify.verdicts.WorstCaseColumn``): the value, its
+#: label, the solver's status, name and accuracy, the class, slack = bound / worst case, benignness =
+#: worst case / measured, and the reason where there is no value.
+WORST_CASE_FIELDS = ("worst_case", "worst_case_label", "worst_case_status", "worst_case_solver", "worst_case_accuracy",
+                     "worst_case_class", "slack", "benignness", "worst_case_reason")
 
 #: Columns of the check CSV (and the flat part of each JSON row).
 CSV_FIELDS = ("theorem", "algorithm", "pattern", "rounds", "tau_max", "tau_avg", "measured", "lower", "upper", "bound", "ratio",
-              "verdict", "label", "covered", "violated_conditions", "eta_g", "eta_l")
+              "verdict", "label", "covered", "violated_conditions", "eta_g", "eta_l") + WORST_CASE_FIELDS
 
 
 # ---------------------------------------------------------------------------- files
@@ -104,14 +110,63 @@ def check_table(rows: Sequence[dict]) -> str:
                 and any(math.isfinite(r["tau_max"]) for r in rows))
     tmax, tavg = ("E[tau_max]", "E[tau_avg]") if expected else ("tau_max", "tau_avg")
     wa = max([10] + [len(r["algorithm"]) for r in rows])
+    worst = any(r.get("worst_case") is not None for r in rows)
     head = (f"{'algorithm':{wa}s} {'pattern':10s} {tmax:>{len(tmax)}s} {tavg:>{len(tavg)}s} {'measured':>10s} "
-            f"{'bound':>10s} {'ratio':>7s}  verdict")
+            + (f"{'worst':>10s} " if worst else "") + f"{'bound':>10s} {'ratio':>7s}"
+            + (f" {'slack':>7s}" if worst else "") + "  verdict")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{r['algorithm']:{wa}s} {r['pattern']:10s} {_fmt(r['tau_max'], len(tmax), 3)} "
-                     f"{_fmt(r['tau_avg'], len(tavg), 4)} {_fmt(r['measured'], 10)} {_fmt(r['bound'], 10)} "
-                     f"{_fmt(r['ratio'], 7, 3)}  {r['label']}")
+                     f"{_fmt(r['tau_avg'], len(tavg), 4)} {_fmt(r['measured'], 10)} "
+                     + (f"{_fmt(_or_nan(r.get('worst_case')), 10)} " if worst else "") + f"{_fmt(r['bound'], 10)} "
+                     f"{_fmt(r['ratio'], 7, 3)}" + (f" {_fmt(_or_nan(r.get('slack')), 7, 3)}" if worst else "")
+                     + f"  {r['label']}")
     return "\n".join(lines)
+
+
+def _or_nan(value) -> float:
+    return math.nan if value is None else float(value)
+
+
+def worst_case_fields(result) -> dict:
+    """The flat worst-case fields of a check row (:data:`WORST_CASE_FIELDS`), None where the result
+    has no worst-case column at all."""
+    column = getattr(result, "worst_case", None)
+    if column is None:
+        return dict.fromkeys(WORST_CASE_FIELDS)
+    return {"worst_case": column.value, "worst_case_label": column.label or None, "worst_case_status": column.status,
+            "worst_case_solver": column.solver, "worst_case_accuracy": column.accuracy,
+            "worst_case_class": column.function_class, "slack": column.slack, "benignness": column.benignness,
+            "worst_case_reason": column.reason}
+
+
+def worst_case_notes(rows: Sequence[dict]) -> list[str]:
+    """What the worst-case column of ``rows`` means (the class, the label, slack), the reason of every
+    row without a value (grouped), and the note of every row outside the class."""
+    notes = []
+    solved = [r for r in rows if r.get("worst_case") is not None]
+    if solved:
+        classes = list(dict.fromkeys(r["worst_case_class"] for r in solved))
+        labels = list(dict.fromkeys(r["worst_case_label"] for r in solved if r["worst_case_label"]))
+        solvers = ", ".join(dict.fromkeys(str(r["worst_case_solver"]) for r in solved))
+        over = f"over {classes[0]}" if len(classes) == 1 else "over each row's class (worst_case_class in check.json)"
+        benign = [r["benignness"] for r in solved if r.get("benignness") is not None]
+        notes.append(f"worst: the largest left side any problem of the theorem's class can give at the row's step "
+                     f"sizes and trace ({'; '.join(labels)}), {over}, "
+                     f"σ² = 0 (performance estimation, {solvers}); slack = bound / worst"
+                     + (f"; worst / measured from {min(benign):.3g} to {max(benign):.3g}" if benign else ""))
+    missing: dict[str, list[str]] = {}
+    for r in rows:
+        if r.get("worst_case") is None and r.get("worst_case_reason"):
+            missing.setdefault(r["worst_case_reason"], []).append(f"{r['algorithm']}/{r['pattern']}")
+    for reason, which in missing.items():
+        where = "every row" if len(which) == len(rows) else ", ".join(which)
+        notes.append(f"worst case not computed ({where}): {reason}")
+    for r in rows:
+        said = [n for n in r.get("result", {}).get("notes", ()) if n.startswith("outside the class:")]
+        if said:
+            notes.append(f"{r['algorithm']}/{r['pattern']} {said[0]}")
+    return notes
 
 
 def _side_value(value) -> str:
@@ -137,7 +192,8 @@ def side_quantities(rows: Sequence[dict]) -> list[str]:
 def check_footnotes(rows: Sequence[dict], theorem: str) -> list[str]:
     """The footnotes the labels point to: violated hypotheses (*), step sizes outside the
     theorem's (†), one fixed trace for an expectation (‡), diverged runs, reference rows (ref),
-    admissible-step rows (adm), then the measured side quantities."""
+    admissible-step rows (adm), then the worst-case column (:func:`worst_case_notes`) and the
+    measured side quantities."""
     from .verdicts import MARKS
 
     notes = []
@@ -179,7 +235,7 @@ def check_footnotes(rows: Sequence[dict], theorem: str) -> list[str]:
     stopped = [f"{r['algorithm']}/{r['pattern']}" for r in rows if r.get("stopped")]
     if stopped:
         notes.append(f"runs stopped (non-finite values): {', '.join(stopped)}")
-    return notes + side_quantities(rows)
+    return notes + worst_case_notes(rows) + side_quantities(rows)
 
 
 #: How ``fedverify check`` names the row of an algorithm run at its lemma's admissible step sizes.
@@ -492,7 +548,7 @@ def check_row(result, pattern: str, theorem: str, curve, algorithm: str | None =
             "eta_l": result.step_sizes.get("eta_l", result.step_sizes.get("eta", result.step_sizes.get("eta_1"))), "stopped": bool(result.stopped), "curve": curve,
             "plotted_run": {"seed": result.seeds[0] if result.seeds else None,
                             "mean": number(curve[-1]) if curve.size else None},
-            "result": result.to_dict()}
+            **worst_case_fields(result), "result": result.to_dict()}
 
 
 def json_row(row: dict) -> dict:

@@ -4,6 +4,12 @@ theorem's bound, and the :class:`CheckResult` every check returns (whatever the 
     "holds"        upper limit ≤ bound
     "violated"     lower limit > bound
     "inconclusive" otherwise.
+
+Beside the verdict, a check row may carry the exact worst case of its left side over the
+theorem's class (:class:`WorstCaseColumn`, a performance-estimation programme solved by
+``verify.worst_case``). A noise-free measured side above that certified worst case is a run
+outside the theorem's assumptions: its verdict becomes "outside the class"
+(:func:`beyond_worst_case`, :func:`with_worst_case`), whatever the bound says.
 """
 from __future__ import annotations
 
@@ -16,7 +22,8 @@ from scipy import stats
 from algorithms import History
 from bounds.core import Bound, Condition
 
-__all__ = ["CheckResult", "Judgement", "judge", "noise_free", "diverged", "distinct_seeds", "confidence_limits", "verdict",
+__all__ = ["CheckResult", "Judgement", "WorstCaseColumn", "OUTSIDE_CLASS", "beyond_worst_case", "with_worst_case",
+           "judge", "noise_free", "diverged", "distinct_seeds", "confidence_limits", "verdict",
            "rounding_tolerance", "AVERAGE_GRAD_NORM2", "AVERAGE_GRAD_NORM2_LATEX", "MARKS"]
 
 #: The marks a verdict may carry, each with the footnote that explains it in a printed table.
@@ -167,6 +174,111 @@ def distinct_seeds(seeds, what: str = "seeds") -> None:
         seen.add(s)
 
 
+# ---------------------------------------------------------------------------- worst case
+
+#: The verdict of a noise-free run whose measured side is above the certified worst case over the
+#: theorem's class: the run breaks an assumption of the class, so the bound is not tested by it.
+OUTSIDE_CLASS = "outside the class"
+
+#: A measured side counts as above the worst case beyond ``value·(1 + SOLVER_SLACK·accuracy) + ABOVE_ATOL``:
+#: the certified value is exact up to the solver's relative accuracy (duality gap), and float rounding.
+SOLVER_SLACK = 10.0
+ABOVE_ATOL = 1e-9
+
+
+@dataclass(frozen=True)
+class WorstCaseColumn:
+    """The worst case of a row's left side over its theorem's class, at the row's step sizes and
+    trace(s), or why there is none.
+
+    ``value``: the certified worst case (None when not computed or the programme is unbounded);
+    ``label``: "worst case on the trace", or for a theorem in expectation over the participation
+    the mean of per-trace worst cases, an upper bound on the worst case of the expectation;
+    ``status``, ``solver``, ``accuracy``: the solver's word (the least accurate trace's), its name
+    and the largest relative duality gap; ``function_class``: the class in words (with its
+    relaxation in ``relaxation``); ``slack`` = bound / worst case (the theorem's slack);
+    ``benignness`` = worst case / measured (how far the instance is from the worst); ``constants``:
+    the class's constants the programmes used;
+    ``reason``: why there is no value; ``predicted``: the predicted solve time in seconds (all
+    traces); ``traces``: programmes solved; ``outside``: the measured side is above the value
+    (see :func:`beyond_worst_case`)."""
+
+    value: float | None = None
+    label: str = ""
+    status: str = "not computed"
+    solver: str | None = None
+    accuracy: float | None = None
+    function_class: str | None = None
+    relaxation: str | None = None
+    slack: float | None = None
+    benignness: float | None = None
+    reason: str | None = None
+    predicted: float | None = None
+    seconds: float | None = None
+    traces: int = 0
+    outside: bool = False
+    #: The class's constants (L, delta_f, F0, heterogeneity) the programmes used.
+    constants: dict | None = None
+
+    @classmethod
+    def missing(cls, reason: str, predicted: float | None = None) -> "WorstCaseColumn":
+        """A column without a value, saying why."""
+        return cls(reason=reason, predicted=predicted)
+
+    def to_dict(self) -> dict:
+        def num(v):
+            return None if v is None else (float(v) if math.isfinite(v) else str(float(v)))
+
+        return {"value": num(self.value), "label": self.label, "status": self.status, "solver": self.solver,
+                "accuracy": num(self.accuracy), "class": self.function_class, "class_constants": self.constants,
+                "relaxation": self.relaxation,
+                "slack": num(self.slack), "benignness": num(self.benignness), "reason": self.reason,
+                "predicted_seconds": num(self.predicted), "seconds": num(self.seconds), "traces": self.traces,
+                "outside": self.outside}
+
+    def summary(self) -> str:
+        """One line: the value with its label, solver and ratios, or the reason there is none."""
+        if self.value is None:
+            return f"worst case: {self.status}" + (f": {self.reason}" if self.reason else "")
+        text = (f"worst case {self.value:.4g} ({self.label}; {self.status}, {self.solver}, accuracy "
+                f"{self.accuracy:.1e})" if self.accuracy is not None else
+                f"worst case {self.value:.4g} ({self.label}; {self.status}, {self.solver})")
+        ratios = [f"slack bound/worst {self.slack:.3g}" if self.slack is not None else None,
+                  f"worst/measured {self.benignness:.3g}" if self.benignness is not None else None]
+        text += "".join(f", {r}" for r in ratios if r)
+        return text + f"; over: {self.function_class}"
+
+
+def beyond_worst_case(measured: float, column: WorstCaseColumn | None) -> bool:
+    """Whether ``measured`` is above the certified worst case of ``column`` by more than the
+    solver's accuracy: measured > value·(1 + 10·accuracy) + 1e-9. A column without a value or
+    without a known accuracy certifies nothing."""
+    if column is None or column.value is None or column.accuracy is None:
+        return False
+    measured = float(measured)
+    if math.isnan(measured):
+        return False
+    return measured > column.value * (1 + SOLVER_SLACK * column.accuracy) + ABOVE_ATOL
+
+
+def with_worst_case(result: "CheckResult", column: WorstCaseColumn, look_at: str = "") -> "CheckResult":
+    """``result`` carrying ``column``; where the measured side is above the certified worst case
+    (:func:`beyond_worst_case`) its verdict becomes :data:`OUTSIDE_CLASS` and a note says what to
+    look at (``look_at``: the class's constants as given against what the check knows of them)."""
+    import dataclasses
+
+    if not beyond_worst_case(result.measured, column):
+        return dataclasses.replace(result, worst_case=column)
+    column = dataclasses.replace(column, outside=True)
+    note = (f"outside the class: the measured {result.lhs} = {result.measured:.6g} is above the certified worst case "
+            f"{column.value:.6g} over {column.function_class} (accuracy {column.accuracy:.1e}), so the run breaks an "
+            f"assumption of {result.bound_name}: the judge's verdict against the bound was {result.verdict!r} and "
+            "tests nothing. Look at the constants the class uses"
+            + (f" ({look_at})" if look_at else "") + f", or at the algorithm (the worst case is {result.algorithm}'s "
+            "as the engine runs it)")
+    return dataclasses.replace(result, verdict=OUTSIDE_CLASS, worst_case=column, notes=result.notes + (note,))
+
+
 # ---------------------------------------------------------------------------- result
 
 
@@ -225,6 +337,9 @@ class CheckResult:
     #: The History of the first noise seed on the first trace (per-round ‖∇f(x_t)‖², loss,
     #: final parameters), kept so that plots and reports need not run it again.
     first_run: History | None = field(default=None, repr=False, compare=False)
+    #: The worst case of the left side over the theorem's class at the row's step sizes and
+    #: trace(s), or why there is none (:class:`WorstCaseColumn`); None where nothing was asked.
+    worst_case: WorstCaseColumn | None = None
 
     @property
     def bound_value(self) -> float:
@@ -304,6 +419,8 @@ class CheckResult:
                  ("run", f"{self.algorithm}, N = {self.n_clients}, K = {self.local_steps}, T = {self.rounds}")]
         rows += [(name, cell(float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v))
                  for name, v in self.extras.items()]
+        if self.worst_case is not None:
+            rows.append(("worst case", self.worst_case.summary().removeprefix("worst case").lstrip(": ")))
         text = "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
         if self.conditions:
             text += "\n\n**hypotheses at these step sizes**\n\n" + "\n".join(
@@ -337,4 +454,5 @@ class CheckResult:
             "bound_range": None if self.bound_range is None else [num(b) for b in self.bound_range],
             "extras": {k: (num(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
                        for k, v in self.extras.items()},
+            "worst_case": None if self.worst_case is None else self.worst_case.to_dict(),
         }

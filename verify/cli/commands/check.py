@@ -46,6 +46,18 @@ Verdict labels:
               for reference, not as a test.
   inconclusive  the confidence interval straddles the bound; with --seeds 1 there is no
               interval at all (one run has no spread), so use --seeds 2 or more.
+  outside the class  a noise-free run measured above its certified worst case (below):
+              it breaks an assumption of the theorem, so the bound is not tested by it.
+
+Worst case (column "worst"): on a noise-free run (--noise-free; σ² = 0) of a theorem that
+verify.worst_case covers (FedSUM's, server momentum Thms 4.1 and 4.6) and an algorithm it
+transcribes, the largest left side any problem of the theorem's class gives at the row's step
+sizes and trace, a semidefinite programme solved exactly; "slack" = bound / worst. On by default
+where a row's programmes are predicted to take under 5 s; --worst-case solves up to
+FEDVERIFY_WORST_CASE_SECONDS (default 120 s), --no-worst-case never. A row whose measured side
+is above its certified worst case is "outside the class": the run breaks an assumption (a
+constant given too small, or another algorithm); a footnote names the constants to look at.
+Rows without a worst case say why in a footnote.
 
 Writes check.json, check.csv and check.png (running mean of ‖∇f‖² of seed 0 against the
 bound, one panel per pattern; for a left side of one number per run, the seeds' mean with its
@@ -206,6 +218,9 @@ def add_arguments(parser) -> None:
                         help="preset names (scaled to --clients; see delays --list) or trace files (.npz, .csv, .json); "
                              "default: P1 P2 P3 for FedSUM's theorems, else the participation the theorem assumes")
     parser.add_argument("--problem", default="quadratic", help=f"one of {', '.join(PROBLEMS)} (default quadratic)")
+    parser.add_argument("--noise-free", action="store_true",
+                        help="exact client gradients (σ² = 0): the problem 'quadratic' without its gradient noise, so "
+                             "that each row gets its worst case")
     parser.add_argument("--constants", choices=CONSTANT_SOURCES, default="estimate",
                         help="estimate: the problem's exact constants, the others by verify.estimate_constants "
                              "(default); problem: the problem's own constants() as they are")
@@ -228,10 +243,31 @@ def add_arguments(parser) -> None:
     parser.add_argument("--output", "-o", type=arguments.path, default="fedverify-check",
                         help="output folder, created (default fedverify-check)")
     arguments.add_plugin(parser)
+    add_worst_case(parser)
     parser.add_argument("--record", type=arguments.path, default=None, metavar="DIR",
                         help="also write every run as a run record (ALGORITHM_PATTERN_t<trace>_s<seed>.jsonl) into DIR, "
                              "the format `fedverify check-run` reads")
     arguments.add_no_progress(parser)
+
+
+def add_worst_case(parser) -> None:
+    """``--worst-case`` / ``--no-worst-case`` (default: on where a row solves within a few seconds)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--worst-case", dest="worst_case", action="store_const", const=True, default="auto",
+                       help="solve every row's worst case up to FEDVERIFY_WORST_CASE_SECONDS (default: only rows "
+                            "predicted under 5 s)")
+    group.add_argument("--no-worst-case", dest="worst_case", action="store_const", const=False,
+                       help="no worst-case column")
+
+
+def noise_free_problem(name: str, problem):
+    """``problem`` with exact client gradients (σ² = 0), for ``--noise-free``: the quadratic's
+    Gaussian noise set to zero; a problem whose noise is its mini-batches is refused."""
+    if not hasattr(problem, "noise_std"):
+        raise UsageError(f"--noise-free: the problem {name!r} samples mini-batches and has no noise-free form; "
+                         "use --problem quadratic")
+    problem.noise_std = 0.0
+    return problem
 
 
 def averaged_losses(problem, history):
@@ -275,7 +311,7 @@ def compute_rows(args, tables, problem, consts, device, hparams, recorder=None):
         rounds = min(args.rounds, source.n_rounds) if isinstance(source, Trace) else args.rounds
         return dict(algorithm=name, problem=problem, trace_or_pattern=source, theorem=theorem, seeds=args.seeds,
                     rounds=rounds, local_steps=args.local_steps, constants=consts, confidence=args.confidence,
-                    device=device, hparams=hparams, **extra)
+                    device=device, hparams=hparams, worst_case=args.worst_case, **extra)
 
     def checked(calls, labels, what=""):
         """The results of ``calls`` run as batches, or one line naming the row that failed."""
@@ -333,6 +369,8 @@ def run(args) -> str:
     figures = [p.name for p in check_figure_paths(output / "check.png", [t.name for t, _, _ in tables])]
     writable_folder(output, "--output", [*(n for n in OUTPUT_FILES if not n.endswith(".png")), *figures])
     problem = build_problem(args.problem, n_clients)
+    if args.noise_free:
+        problem = noise_free_problem(args.problem, problem)
     consts = problem_constants(problem) if args.constants == "problem" else estimate_constants(problem)
     _announce_check(tables, problem, args, device, hparams)
     if args.record is not None:
@@ -398,11 +436,12 @@ def run(args) -> str:
               dict.fromkeys((r["pattern"], r["rounds"]) for r in rows if r["rounds"] < args.rounds)]
     names = [t.name for t, _, _ in tables]
     which = args.paper if args.paper else names[0]
-    header = (f"{which} on {args.problem} (N={n_clients}, K={args.local_steps}, T={args.rounds}), "
+    header = (f"{which} on {args.problem}{' (noise-free)' if args.noise_free else ''} (N={n_clients}, "
+              f"K={args.local_steps}, T={args.rounds}), "
               f"{args.seeds} seeds, {args.confidence:.0%} one-sided limits")
     summary = {"command": "check", "theorem": names[0] if len(names) == 1 else names,
                "problem": {"name": args.problem, "description": PROBLEMS[args.problem], "n_clients": n_clients,
-                           "constants": consts.to_dict()},
+                           "noise_free": bool(args.noise_free), "constants": consts.to_dict()},
                "rounds": args.rounds, "local_steps": args.local_steps, "seeds": args.seeds, "confidence": args.confidence,
                "hparams": {k: list(v) if isinstance(v, tuple) else v for k, v in hparams.items()},
                "footnotes": footnotes + extra, "rows": [json_row(r) for r in rows]}

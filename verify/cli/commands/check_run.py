@@ -15,7 +15,10 @@ DESCRIPTION = ("Judge RECORD files (fedverify run records, JSON Lines; see verif
                "header; a record without a field the theorem reads is refused naming it. Several records of one "
                "setting are several seeds; one record is one sample and gives no confidence interval. Constants "
                "come from the records' header, --constants FILE (JSON: L, sigma2, delta_f, F0 and the theorem's "
-               "own, e.g. sigma_g2, mu, Gamma) or --L/--sigma2/--delta-f/--F0.")
+               "own, e.g. sigma_g2, mu, Gamma) or --L/--sigma2/--delta-f/--F0. Beside the verdict, for noise-free "
+               "records (σ² = 0) of a theorem verify.worst_case covers: the worst case over the theorem's class at the "
+               "records' step sizes and traces (on where predicted under 5 s; --worst-case up to "
+               "FEDVERIFY_WORST_CASE_SECONDS, --no-worst-case off); a record above it is 'outside the class'.")
 
 
 #: The largest --constants file read (a few numbers; anything larger is not one).
@@ -64,6 +67,9 @@ def add_arguments(parser) -> None:
                           ("--F0", "F_0 (FedSUM Thm 4.1)")):
         parser.add_argument(flag, type=float, default=None, help=f"{meaning}, overriding the records' header")
     arguments.add_confidence(parser)
+    from .check import add_worst_case
+
+    add_worst_case(parser)
     arguments.add_plugin(parser)
     parser.add_argument("--json", type=arguments.path, default=None, metavar="FILE",
                         help="also write the result as JSON to FILE")
@@ -77,9 +83,11 @@ def run(args) -> str:
     from ...report import write_json
 
     result = check_run([str(p) for p in args.records], args.theorem, constants=_constants(args),
-                       confidence=args.confidence)
+                       confidence=args.confidence, worst_case=args.worst_case)
     lines = [f"{result.bound_name} on {len(args.records)} record(s): N={result.n_clients}, T={result.rounds}, "
              f"K={result.local_steps}, algorithm {result.algorithm}", str(result)]
+    if result.worst_case is not None:
+        lines.append(result.worst_case.summary())
     lines += [f"  {c}" for c in result.conditions if not c.holds]
     if result.extras:
         from ...report import side_quantities
