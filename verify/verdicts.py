@@ -23,7 +23,7 @@ from algorithms import History
 from bounds.core import Bound, Condition
 
 __all__ = ["CheckResult", "Judgement", "WorstCaseColumn", "OUTSIDE_CLASS", "beyond_worst_case", "with_worst_case",
-           "judge", "noise_free", "diverged", "distinct_seeds", "confidence_limits", "verdict",
+           "judge", "noise_free", "diverged", "distinct_seeds", "confidence_limits", "nonnegative_lower_limit", "verdict",
            "rounding_tolerance", "AVERAGE_GRAD_NORM2", "AVERAGE_GRAD_NORM2_LATEX", "MARKS"]
 
 #: The marks a verdict may carry, each with the footnote that explains it in a printed table.
@@ -92,6 +92,24 @@ def confidence_limits(values, confidence: float = 0.95, *, exact: bool = False) 
     return mean, mean - half, mean + half
 
 
+def nonnegative_lower_limit(values, confidence: float = 0.95) -> float:
+    """A lower confidence limit for the mean of a nonnegative left side from n ≥ 2 values that is
+    never below the Markov-type limit of their mean: with α = 1 − ``confidence``,
+
+        max{ x̄ − t_{1−α/2, n−1}·s/√n ,  (α/2)·x̄ }.
+
+    Markov's inequality applied to the sample mean (E[x̄] = E[X], x̄ ≥ 0) gives
+    P(E[X] < (α/2)·x̄) = P(x̄ > E[X]/(α/2)) ≤ α/2; the Student-t limit at level 1 − α/2 fails with
+    probability about α/2; by the union bound their maximum fails with probability at most about
+    α. The Markov part does not need the spread: a diverged run among the seeds keeps the limit
+    high where the t-limit alone falls below zero, and a seed at least as large as the mean of
+    the others never lowers it."""
+    v = np.asarray(values, dtype=float).ravel()
+    alpha = 1.0 - float(confidence)
+    mean, t_lower, _ = confidence_limits(v, 1.0 - alpha / 2)
+    return max(t_lower, (alpha / 2) * mean)
+
+
 def verdict(lower: float, upper: float, bound, atol: float = 0.0) -> str:
     """"holds" when upper ≤ bound + atol, "violated" when lower > bound + atol, else
     "inconclusive". ``atol`` absorbs float rounding (a bound of exactly 0 against a
@@ -133,7 +151,9 @@ def judge(values, bound, *, confidence: float = 0.95, noise_free: bool = False, 
       Markov's inequality, P(X ≥ x) ≤ E[X]/x, at x = ∞.
     * ``noise_free`` (see :func:`noise_free`): one value, or several equal values, are the
       expectation itself, so the limits collapse to the mean (ties with the bound "hold").
-    * Otherwise, two or more values: one-sided Student-t limits (:func:`confidence_limits`).
+    * Otherwise, two or more values: a one-sided Student-t upper limit (:func:`confidence_limits`);
+      for a nonnegative left side the lower limit is :func:`nonnegative_lower_limit` (the t-limit
+      and the Markov limit of the mean, combined by the union bound), else the Student-t one.
       One value of a nonnegative left side: the lower limit from Markov's inequality,
       E[X] ≥ (1 − confidence)·x with probability at least ``confidence``; no upper limit, so
       such a value can be "violated" (far above the bound) but never "holds".
@@ -152,6 +172,8 @@ def judge(values, bound, *, confidence: float = 0.95, noise_free: bool = False, 
         return Judgement(verdict(math.inf, math.inf, bound, atol), mean, math.inf, math.inf, True, False, tuple(notes))
     exact = noise_free and (v.size == 1 or float(np.ptp(v)) == 0.0)
     mean, lower, upper = confidence_limits(v, confidence, exact=exact)
+    if v.size > 1 and not exact and nonnegative and float(v.min()) >= 0:
+        lower = nonnegative_lower_limit(v, confidence)
     if v.size == 1 and not exact:
         if nonnegative and mean >= 0:
             lower = (1 - float(confidence)) * mean
