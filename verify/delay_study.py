@@ -226,7 +226,7 @@ def table(rows: list[dict]) -> str:
     for regime in dict.fromkeys(r["regime"] for r in rows):
         here = sorted((r for r in rows if r["regime"] == regime), key=lambda r: (r["tau_max"], r["tau_avg"]))
         lines += [f"**{regime} step sizes**", "",
-                  "| pattern | group | rate | τ_max | τ_avg | η_l | η_g | measured [95% limits] | bound | τ_avg term | "
+                  "| pattern | group | rate | τ_max | τ_avg | η_l | η_g | measured [one-sided 95% limits: a 90% interval] | bound | τ_avg term | "
                   "τ_max term | measured/bound | verdict | f(x_{T−1}) |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in here:
