@@ -95,7 +95,35 @@ def _algorithms(values) -> list[str]:
 
 
 def _hparams(items) -> dict:
-    return dict(parse_setting(item) for item in items)
+    settings = dict(parse_setting(item) for item in items)
+    for name in ("eta_l", "eta_g"):
+        if name in settings:
+            raise UsageError(f"--set {name}=...: step sizes are options of their own; use --eta-l and --eta-g "
+                             "(the rows then run at those step sizes, marked where the theorem prescribes others)")
+    return settings
+
+
+def _steps(args) -> None:
+    """``--eta-l`` and ``--eta-g`` come together (a lone one would leave the other to a default)."""
+    given = [flag for flag, value in (("--eta-l", args.eta_l), ("--eta-g", args.eta_g)) if value is not None]
+    if len(given) == 1:
+        raise UsageError(f"{given[0]} needs {'--eta-g' if given[0] == '--eta-l' else '--eta-l'} too: give both step "
+                         "sizes, or neither for the theorem's own")
+
+
+def _given_algorithm(name: str, args, hparams: dict):
+    """``name`` at the user's ``--eta-l``/``--eta-g`` with its own hyper-parameters of ``--set``."""
+    import dataclasses
+
+    import algorithms
+    from algorithms.registry import algorithm_class
+
+    own = {f.name for f in dataclasses.fields(algorithm_class(name))}
+    options = {k: v for k, v in hparams.items() if k in own and k not in ("eta_l", "eta_g", "local_steps")}
+    try:
+        return algorithms.get(name, eta_l=args.eta_l, eta_g=args.eta_g, local_steps=args.local_steps, **options)
+    except ValueError as err:
+        raise UsageError(f"{name} at --eta-l {args.eta_l:g} --eta-g {args.eta_g:g}: {err}") from None
 
 
 def _curve(result):
@@ -150,6 +178,7 @@ def _plan(args) -> list[tuple[object, list[str], list[str]]]:
 def _check_inputs(args):
     if not 0.5 <= args.confidence < 1:
         raise UsageError(f"--confidence must lie in [0.5, 1), got {args.confidence}")
+    _steps(args)
     if isinstance(args.algorithms, DefaultNames) is False:
         _algorithms(args.algorithms)
     tables = _plan(args)
@@ -235,6 +264,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--paper", choices=PAPERS, default=None,
                         help="check every theorem of one paper, each on its default algorithms and patterns "
                              "(one table each)")
+    parser.add_argument("--eta-l", type=arguments.positive(float), default=None, metavar="η_l",
+                        help="run every row at this local step size (with --eta-g) instead of the theorem's own; rows "
+                             "whose theorem prescribes other step sizes are marked †")
+    parser.add_argument("--eta-g", type=arguments.positive(float), default=None, metavar="η_g",
+                        help="the global step size that goes with --eta-l")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="hparams",
                         help="an algorithm or theorem option, e.g. --set beta=0.5, --set stages=2,1,0.5 (momentum), "
                              "--set surrogate=last (LOGIT), --set decay=0.75 (CA-Fed); repeatable")
@@ -307,8 +341,13 @@ def compute_rows(args, tables, problem, consts, device, hparams, recorder=None):
 
     from ...checking import CallError, check_many
 
+    given = args.eta_l is not None
+
     def call(theorem, name, source, **extra):
         rounds = min(args.rounds, source.n_rounds) if isinstance(source, Trace) else args.rounds
+        if given:
+            name = _given_algorithm(name, args, hparams)
+            extra.setdefault("step_sizes", "given")
         return dict(algorithm=name, problem=problem, trace_or_pattern=source, theorem=theorem, seeds=args.seeds,
                     rounds=rounds, local_steps=args.local_steps, constants=consts, confidence=args.confidence,
                     device=device, hparams=hparams, worst_case=args.worst_case, **extra)
@@ -325,7 +364,8 @@ def compute_rows(args, tables, problem, consts, device, hparams, recorder=None):
              for name in names for label, source in patterns]
     results = checked([call(theorem, name, source, on_run=recorder(theorem, name, label, source) if recorder else None)
                        for theorem, name, label, source in cells], [(t, n, lab) for t, n, lab, _ in cells])
-    wanted = [(cell, result) for cell, result in zip(cells, results) if _needs_admissible_row(result, cell[0])]
+    wanted = [(cell, result) for cell, result in zip(cells, results)
+              if not given and _needs_admissible_row(result, cell[0])]
     at_admissible = checked([call(theorem, name, source, step_sizes="admissible")
                              for (theorem, name, _, source), _ in wanted],
                             [(t, n, lab) for (t, n, lab, _), _ in wanted], " at admissible step sizes")
