@@ -169,6 +169,11 @@ class Plan:
     #: by Monte-Carlo, e.g. E[τ_max] of FedSUM Cor 4.1): the verdict then needs the measured side
     #: below ``low`` to hold and above ``high`` to be violated.
     bound_range: Callable | None = None
+    #: ``start_bound(histories) -> Bound | None`` when the bound reads constants estimated along the
+    #: judged runs (σ_g² from their iterates): the bound at those constants measured at the runs'
+    #: start instead, where the runs cannot have inflated them. Where the runs are "violated"
+    #: against it, the judge never lets the run-estimated constants turn that into "holds".
+    start_bound: Callable | None = None
 
 
 @dataclass(frozen=True)

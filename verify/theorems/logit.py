@@ -58,7 +58,7 @@ from participation.patterns import Bernoulli
 
 from ..verdicts import AVERAGE_GRAD_NORM2, AVERAGE_GRAD_NORM2_LATEX
 from .contract import Plan, Setup, Theorem
-from .measures import average_grad_norm2, observed_max
+from .measures import average_grad_norm2, observed_first, observed_max
 from .search import seeds, space
 
 __all__ = ["THEOREMS", "FORM_8", "DEFAULT_SURROGATE", "MeasuredLOGIT", "GeneratorConstants",
@@ -284,6 +284,22 @@ def _plan(setup: Setup, *, which: str) -> Plan:
             return bl.theorem_1(c, p, _mean_tau_max(traces), g.eps_star, g.C1, eta=eta)
         return bl.theorem_2(c, p, g.eps_star, g.C1, eta=eta)
 
+    def start_bound(histories):
+        """The bound at σ₃² measured at the runs' start (None when σ₃² is given): ε* and C₁ stay
+        the runs' estimates, since the generator's error exists only along a run."""
+        if setup.constants.zeta2 is not None:
+            return None
+        start = observed_first(histories, "heterogeneity_max")
+        if not math.isfinite(start):
+            return None
+        c = dataclasses.replace(_constants(setup, histories), zeta2=start)
+        if which == "inequality_23":
+            return bl.inequality_23(c, p, measured_generator_error(histories), eta=eta)
+        g = generator(histories)
+        if which == "theorem_1":
+            return bl.theorem_1(c, p, _mean_tau_max(traces), g.eps_star, g.C1, eta=eta)
+        return bl.theorem_2(c, p, g.eps_star, g.C1, eta=eta)
+
     def extras(histories):
         c = _constants(setup, histories)
         out = {"generator error ε (measured)": measured_generator_error(histories), "sigma3^2": c.zeta2,
@@ -309,7 +325,7 @@ def _plan(setup: Setup, *, which: str) -> Plan:
         notes.append(f"{name} is proved for the surrogates of eq. (8) ({', '.join(FORM_8)}), not surrogate="
                      f"{algorithm.surrogate!r}: the verdict compares numbers for reference")
     return Plan(algorithm=algorithm, traces=traces, measure=average_grad_norm2, bound=bound, extras=extras,
-                covered=lambda histories: algorithm.surrogate in FORM_8, run_options={"observe": True},
+                start_bound=start_bound, covered=lambda histories: algorithm.surrogate in FORM_8, run_options={"observe": True},
                 step_sizes={"eta": eta, "eta_g": 1.0}, notes=notes)
 
 

@@ -78,6 +78,14 @@ def observed_max(histories, name: str) -> float:
     return float(max(values)) if values else math.nan
 
 
+def observed_first(histories, name: str) -> float:
+    """The largest value of ``name`` at the runs' first recorded round (where no run has yet moved
+    the model), or NaN when none observed it."""
+    values = [float(np.ravel(h.observed[name][0]).max()) for h in histories
+              if name in h.observed and len(h.observed[name]) and np.size(h.observed[name][0])]
+    return float(max(values)) if values else math.nan
+
+
 def pooled(histories, name: str) -> list[np.ndarray]:
     """Every run's per-round observations of ``name``, as one list of per-round arrays."""
     rows: list[np.ndarray] = []

@@ -35,7 +35,7 @@ from participation.patterns import Cyclic, ReshuffledCyclic, Uniform
 
 from .search import seeds, space
 from .contract import Plan, Setup, Theorem, option_number, option_numbers
-from .measures import observed_max, pooled, stage_average
+from .measures import observed_first, observed_max, pooled, stage_average
 
 __all__ = ["THEOREMS", "largest_admissible"]
 
@@ -233,6 +233,16 @@ def _plan(setup: Setup, *, which: str) -> Plan:
         stats = _stats(histories, K * max_epochs) if autonomous else None
         return bound_at(schedule, stats, _constants(setup, sigma_g2))
 
+    def start_bound(histories):
+        """The bound at σ_g² measured at the runs' start: None when σ_g² is given."""
+        if _sigma_g2(setup, histories)[1] == "given":
+            return None
+        start = observed_first(histories, "heterogeneity")
+        if not math.isfinite(start):
+            return None
+        stats = _stats(histories, K * max_epochs) if autonomous else None
+        return bound_at(schedule, stats, _constants(setup, start))
+
     def extras(histories):
         sigma_g2, how_g = _sigma_g2(setup, histories)
         out = {"sigma_g2": sigma_g2, "sigma_g2 source": how_g, "stages": schedule.n_stages, "m": m}
@@ -250,7 +260,7 @@ def _plan(setup: Setup, *, which: str) -> Plan:
     notes.append(f"η_l: {how}; schedule: {schedule.n_stages} stage(s), η = {schedule.eta_g}, β = {schedule.beta}, "
                  f"ν = {schedule.nu}")
     return Plan(algorithm=algorithm, traces=traces, measure=lambda h, problem: stage_average(h, schedule.lengths),
-                bound=bound, extras=extras, run_options={"observe": True},
+                bound=bound, extras=extras, start_bound=start_bound, run_options={"observe": True},
                 step_sizes={"eta_l": schedule.eta_l, "eta_g": schedule.eta_g[0],
                             **({"eta_g_last": schedule.eta_g[-1]} if schedule.n_stages > 1 else {})}, notes=notes)
 

@@ -206,6 +206,7 @@ def _judge(pending: _Pending, run_histories: list) -> CheckResult:
     bound_range = plan.bound_range(histories) if plan.bound_range is not None else None
     decision = judge(values, bound_range or float(bound.value), confidence=confidence, noise_free=exact, atol=atol,
                      nonnegative=plan.nonnegative)
+    decision = _unrescued(decision, plan, histories, values, confidence, exact, atol, bound)
     notes += list(decision.notes)
     conditions = tuple(bound.conditions)
     if not all(c.holds for c in conditions):
@@ -246,6 +247,29 @@ def _judge(pending: _Pending, run_histories: list) -> CheckResult:
                                consts, mode=pending.kwargs.get("worst_case", False), measured=result.measured,
                                bound=result.bound_value, extras=extras)
     return attach_worst_case(result, column, lambda: known_constants(setup.problem, histories))
+
+
+def _unrescued(decision, plan, histories, values, confidence, exact, atol, bound):
+    """``decision``, unless constants estimated on the judged runs rescue it: where the runs are
+    "violated" against the bound at those constants measured at the runs' start
+    (``Plan.start_bound``) but not against the bound read along the runs, the verdict is
+    "inconclusive", never "holds" (a diverging run inflates the constants it is judged with)."""
+    import dataclasses
+
+    if plan.start_bound is None or decision.verdict == "violated" or not histories:
+        return decision
+    start = plan.start_bound(histories)
+    if start is None or math.isnan(float(start.value)):
+        return decision
+    cautious = judge(values, float(start.value), confidence=confidence, noise_free=exact, atol=atol,
+                     nonnegative=plan.nonnegative)
+    if cautious.verdict != "violated":
+        return decision
+    note = (f"constants estimated on the judged runs rescue them: at the constants of the runs' start the bound is "
+            f"{float(start.value):.4g} and the runs are 'violated'; read along the runs the constants raise it to "
+            f"{float(bound.value):.4g}, so the verdict is 'inconclusive', never '{decision.verdict}' (give the "
+            "constants, or check runs that do not diverge)")
+    return dataclasses.replace(decision, verdict="inconclusive", notes=decision.notes + (note,))
 
 
 def attach_worst_case(result: CheckResult, column: WorstCaseColumn, known) -> CheckResult:
