@@ -1,5 +1,5 @@
-"""The ServerApp: Flower's FedAvgM wrapped in ``verify.flower.RecordingStrategy``, one recorded run
-per trace seed.
+"""The ServerApp: Flower's FedAvgM (or FedAvg, run config ``strategy``) wrapped in
+``verify.flower.RecordingStrategy``, one recorded run per trace seed.
 
 S_t is imposed: m of the N clients uniformly without replacement each round (fedverify's preset
 P1), so the header declares ``availability = {"model": "uniform", "m": m}`` and the records are
@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 
 from flwr.serverapp import ServerApp
-from flwr.serverapp.strategy import FedAvgM
+from flwr.serverapp.strategy import FedAvg, FedAvgM
 
 from participation import preset
 from verify import RunRecorder
@@ -41,14 +41,26 @@ def record_path(template: str, seed: int, seeds: int) -> Path:
     return free
 
 
+def _strategy(config):
+    """Flower's FedAvgM at the run config's η', β (``strategy = "fedavgm"``), or Flower's FedAvg
+    (``strategy = "fedavg"``: fedverify's ``fedavg`` with η_g = 1, judged against FedSUM's theorems
+    for reference)."""
+    kind = str(config["strategy"])
+    if kind == "fedavg":
+        return FedAvg(fraction_evaluate=0.0)
+    if kind != "fedavgm":
+        raise ValueError(f"run config strategy must be 'fedavgm' or 'fedavg', got {kind!r}")
+    return FedAvgM(fraction_evaluate=0.0, server_learning_rate=float(config["server-learning-rate"]),
+                   server_momentum=float(config["server-momentum"]))
+
+
 @app.main()
 def main(grid, context):
     config = context.run_config
     rounds, m, seeds = int(config["num-server-rounds"]), int(config["per-round"]), int(config["seeds"])
     for s in range(seeds):
         trace = preset("P1", n_clients=N_CLIENTS, per_round=m).sample(rounds, seed=int(config["trace-seed"]) + s)
-        strategy = FedAvgM(fraction_evaluate=0.0, server_learning_rate=float(config["server-learning-rate"]),
-                           server_momentum=float(config["server-momentum"]))
+        strategy = _strategy(config)
         path = record_path(str(config["record"]), s, seeds)
         log.info("fedverify: recording seed %d to %s", s, path)
         header = record_header(strategy, eta_l=ETA_L, local_steps=LOCAL_STEPS)
