@@ -73,6 +73,9 @@ def _records(records) -> list[RunRecord]:
     out = [r if isinstance(r, RunRecord) else load_record(r) for r in records]
     if not out:
         raise ValueError("check_run needs at least one record")
+    for r in out:
+        if r.n_rounds == 0:
+            raise ValueError(f"{Path(r.path).name if r.path else 'a record'} has a header and no round: nothing to judge")
     paths, runs = set(), set()
     for r in out:
         path = str(Path(r.path).resolve()) if r.path else None
@@ -86,24 +89,22 @@ def _records(records) -> list[RunRecord]:
     return out
 
 
-def _same_setting(records: list[RunRecord], per_trace_steps: bool = False) -> None:
-    """Records judged together share one setting; ``per_trace_steps``: their step sizes may differ
-    (a bound in full expectation whose step sizes are prescribed per realised trace, FedSUM
-    Cor 4.1 with Thm 4.1's)."""
+def _same_setting(records: list[RunRecord], per_trace_steps: bool = False, replies: bool = True) -> None:
+    """Records judged together share one setting (``verify.record_consistency.check_same_setting``:
+    every header field but the seed, in either order, and no run twice); ``per_trace_steps``:
+    their step sizes may differ (a bound in full expectation whose step sizes are prescribed per
+    realised trace, FedSUM Cor 4.1 with Thm 4.1's). With ``replies``, each record's replies must
+    agree with its header's participation model, and its server must have weighted the replies
+    equally (FedSUM eq. (3) averages the participants equally); a theorem with a plan of its own
+    checks both after its participation model (``verify.theorems.from_records.record_setup``)."""
+    from .record_consistency import check_availability, check_equal_weights, check_same_setting
+
+    check_same_setting(records, free=("step_sizes",) if per_trace_steps else ())
+    for record in records if replies else ():
+        check_availability(record)
+        check_equal_weights(record)
     first = records[0]
-    keys = ("n_clients", "algorithm", "local_steps", "step_sizes", "hparams", "schedule", "availability")
     for r in records[1:]:
-        for key in (k for k in keys if not (per_trace_steps and k == "step_sizes")):
-            if r.header.get(key) != first.header.get(key):
-                raise ValueError(f"{Path(r.path).name if r.path else 'a record'}: {key} is {r.header.get(key)!r}, "
-                                 f"not {first.header.get(key)!r} as in the first record; records judged together "
-                                 "must share one setting")
-        mine, theirs = r.header.get("constants") or {}, first.header.get("constants") or {}
-        for key in ("L", "sigma2", "delta_f", "F0"):
-            if mine.get(key) != theirs.get(key):
-                raise ValueError(f"{Path(r.path).name if r.path else 'a record'}: constant {key} is {mine.get(key)!r}, "
-                                 f"not {theirs.get(key)!r} as in the first record; records judged together must "
-                                 "share one setting")
         if r.n_rounds != first.n_rounds:
             raise ValueError(f"the records have {first.n_rounds} and {r.n_rounds} rounds; records judged together "
                              "must have the same T")
@@ -165,7 +166,7 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         raise ValueError(f"confidence must lie in [0.5, 1), got {confidence!r}")
     records = _records(records)
     if theorem.plan is not None:
-        _same_setting(records)
+        _same_setting(records, replies=False)
         return _judge_plan(records, theorem, constants, float(confidence), worst_case)
     spec = resolve_bound(theorem)
     _same_setting(records, per_trace_steps=spec.expectation and theorem.prescribes_steps)

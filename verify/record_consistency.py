@@ -153,14 +153,14 @@ def _content(record) -> str:
     return digest.hexdigest()
 
 
-def check_same_setting(records: list) -> None:
+def check_same_setting(records: list, free: tuple = ()) -> None:
     """Refuse records judged together that are not seeds of one setting: a header field other
-    than :data:`FREE_FIELDS` that differs (named with both values), or two records with the
-    same rounds (named as one run)."""
+    than :data:`FREE_FIELDS` (and ``free``) that differs (named with both values), or two records
+    with the same rounds (named as one run)."""
     if len(records) < 2:
         return
     first = records[0]
-    keys = sorted(set().union(*(r.header.keys() for r in records)) - set(FREE_FIELDS))
+    keys = sorted(set().union(*(r.header.keys() for r in records)) - set(FREE_FIELDS) - set(free))
     for other in records[1:]:
         for key in keys:
             mine, theirs = first.header.get(key), other.header.get(key)

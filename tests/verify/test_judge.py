@@ -185,7 +185,7 @@ def test_records_of_different_constants_are_not_judged_together(tmp_path):
                      seed=1, constants=constants) as rec:
         for t in range(8):
             rec.record_round(t, [0, 1, 2], [0, 1, 2], grad_norm2=0.4)
-    with pytest.raises(ValueError, match="constant L is 100.0, not 1.0"):
+    with pytest.raises(ValueError, match=r"differ in constants.L \(1.0 against 100.0\)"):
         check_run([a, tmp_path / "b.jsonl"])
 
 

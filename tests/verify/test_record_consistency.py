@@ -130,3 +130,12 @@ def test_a_server_that_weighted_its_participants_unequally_is_refused():
     unequal[t, first], unequal[t, second] = 0.25, 0.75
     with pytest.raises(ValueError, match="in round 7 the server weighted the replies unequally"):
         check_equal_weights(_record(mask, vectors={"example_weights": unequal}))
+
+
+def test_a_record_with_a_header_and_no_round_is_named(tmp_path):
+    from verify import check_run
+
+    path = tmp_path / "header_only.jsonl"
+    path.write_text('{"format": "fedverify-run", "version": 2, "n_clients": 3, "local_steps": 1}\n')
+    with pytest.raises(ValueError, match="header_only.jsonl has a header and no round: nothing to judge"):
+        check_run(str(path))

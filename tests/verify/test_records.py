@@ -563,7 +563,7 @@ def test_check_run_refusals(noisy_runs, tmp_path):
     entries = lines_of(paths[1])
     entries[0]["local_steps"] = 3
     other_k = write_lines(tmp_path / "k3.jsonl", entries)
-    with pytest.raises(ValueError, match="local_steps is 3, not 2"):
+    with pytest.raises(ValueError, match=r"differ in local_steps \(2 against 3\)"):
         check_run([paths[0], other_k], constants=noisy_runs["constants"])
 
 
