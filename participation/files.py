@@ -93,9 +93,12 @@ def atomic_write(path, write: Callable[[io.IOBase], None], *, binary: bool = Fal
     """Call ``write(f)`` on a temporary file beside ``path``, then rename it to ``path``
     (creating the parent folders unless ``make_parents`` is False)."""
     path = Path(path)
-    if make_parents:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        if make_parents:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:            # named by the file asked for, not by the temporary one beside it
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from None
     try:
         os.chmod(tmp, plain_write_mode(path))
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8", "newline": ""})) as f:

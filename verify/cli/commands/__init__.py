@@ -207,6 +207,16 @@ def _probe_folder(folder: Path, what: str) -> None:
         raise UsageError(f"{what} cannot be written to ({err.strerror or type(err).__name__})") from None
 
 
+def writable_file(path, flag: str) -> Path:
+    """Refuse, before any work, a file path that is empty, names a folder, or lies in a folder
+    that cannot be written to (probed as the atomic write will use it)."""
+    path = Path(check_path(path, flag))
+    if path.is_dir():
+        raise UsageError(f"{flag} {_quote(str(path))} is a folder; give a file name")
+    _probe_folder(path.parent, f"{flag} {_quote(str(path))}: its folder {_quote(str(path.parent))}")
+    return path
+
+
 def writable_folder(folder: Path, flag: str, files=()) -> None:
     """Refuse, before any work, a folder that cannot be created or written to, an empty
     path (it would mean the current folder), and a folder where one of the ``files`` the

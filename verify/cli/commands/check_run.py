@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from ..usage import UsageError
-from . import arguments, load_plugins
+from . import arguments, load_plugins, writable_file
 
 HELP = "judge run records made anywhere (a training loop, Flower) against a theorem"
 
@@ -78,6 +78,8 @@ def add_arguments(parser) -> None:
 def run(args) -> str:
     if not 0.5 <= args.confidence < 1:
         raise UsageError(f"--confidence must lie in [0.5, 1), got {args.confidence}")
+    if args.json is not None:
+        writable_file(args.json, "--json")
     load_plugins(args.plugin)
     from ...record_checks import check_run
     from ...report import write_json
