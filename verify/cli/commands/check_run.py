@@ -87,7 +87,8 @@ def run(args) -> str:
     result = check_run([str(p) for p in args.records], args.theorem, constants=_constants(args),
                        confidence=args.confidence, worst_case=args.worst_case)
     lines = [f"{result.bound_name} on {len(args.records)} record(s): N={result.n_clients}, T={result.rounds}, "
-             f"K={result.local_steps}, algorithm {result.algorithm}", str(result)]
+             f"K={result.local_steps}, algorithm {result.algorithm}", str(result),
+             _constants_line(result, args), _steps_line(result, args.records[0])]
     if result.worst_case is not None:
         lines.append(result.worst_case.summary())
     lines += [f"  {c}" for c in result.conditions if not c.holds]
@@ -100,3 +101,39 @@ def run(args) -> str:
     if args.json is not None:
         lines.append(f"wrote {write_json(args.json, result.to_dict())}")
     return "\n".join(lines)
+
+
+def _constants_line(result, args) -> str:
+    """The constants the bound used, with where they came from (the records' header, or the
+    command's --constants / --L ... options)."""
+    given = [flag for flag in ("L", "sigma2", "delta_f", "F0") if getattr(args, flag, None) is not None]
+    values = []
+    for name, entry in result.constants.items():
+        if name == "source" or not isinstance(entry, dict) or entry.get("value") is None:
+            continue
+        values.append(f"{name}={entry['value']:.4g}")
+    source = result.constants.get("source")
+    origin = ("--constants " + str(args.constants) if getattr(args, "constants", None) is not None else
+              "options " + ", ".join(f"--{g.replace('_', '-')}" for g in given) + " over the header" if given else
+              "the records' header")
+    return f"constants: {', '.join(values)} (from {origin}" + (f"; source: {source}" if source else "") + ")"
+
+
+def _steps_line(result, path) -> str:
+    """The step sizes as the record wrote them, beside those the theorem reads when they differ
+    (FedAvgM's η' is Server momentum's η = η'/(1 − β), Sec. 3)."""
+    from ...records import load_record
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        recorded = dict(load_record(path).header.get("step_sizes") or {})
+    used = {k: v for k, v in result.step_sizes.items() if isinstance(v, (int, float))}
+    text = "step sizes as recorded: " + (", ".join(f"{k}={v:g}" for k, v in recorded.items()) or "none")
+    differ = {k: v for k, v in used.items() if k in recorded and abs(v - recorded[k]) > 1e-12 * max(1.0, abs(v))}
+    if differ:
+        text += "; the theorem reads " + ", ".join(f"{k}={v:.4g}" for k, v in differ.items())
+        if result.algorithm in ("fedavgm", "fednag") and "eta_g" in differ:
+            text += " (η = η'/(1 − β), Server momentum Sec. 3)"
+    return text
