@@ -58,3 +58,24 @@ def test_a_bound_beyond_a_floats_range_is_named():
     spec = BoundSpec("mine.huge", lambda constants: 10**400, frozenset({"constants"}))
     with pytest.raises(ValueError, match=r"bound 'mine.huge' returned 100000000000…\(401 digits\), beyond"):
         evaluate(spec, constants=1.0)
+
+
+def test_a_measure_that_returns_nan_on_a_finished_run_is_named_not_judged_as_divergence(tmp_path, capsys):
+    path = tmp_path / "nan_measure.py"
+    path.write_text(textwrap.dedent('''
+        import math
+        from verify.theorems import register, user_theorem
+
+        register(user_theorem(lambda constants, tau_max: 100.0, name="mine.nan_measure", covers=("fedavg",),
+                              measure=lambda history, problem: math.nan))
+    '''))
+    argv = ["check", "--theorem", "mine.nan_measure", "--plugin", str(path), "--algorithms", "fedavg", "--patterns",
+            "P1", "-T", "10", "-N", "4", "-K", "1", "--seeds", "2", "--no-progress", "-o", str(tmp_path / "out")]
+    try:
+        assert main(argv) == 2
+    finally:
+        from verify import theorems
+
+        theorems.THEOREMS.pop("mine.nan_measure", None)
+    err = capsys.readouterr().err
+    assert "measured NaN on seed 0, a run that did not stop" in err and "inf" not in err

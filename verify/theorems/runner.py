@@ -187,7 +187,11 @@ def _judge(pending: _Pending, run_histories: list) -> CheckResult:
                 per.append(math.inf)
                 continue
             histories.append(history)
-            per.append(float(plan.measure(history, setup.problem)))
+            value = float(plan.measure(history, setup.problem))
+            if math.isnan(value):
+                raise ValueError(f"the left side of {theorem.name} measured NaN on seed {seed}, a run that did not stop: "
+                                 "the theorem's measure returned NaN (a measure must give a number for every finished run)")
+            per.append(value)
         if theorem.expectation == "participation" and not paired and len(per) > 1:
             # the unit is the trace: seeds on one trace sample the noise, not the participation
             values.append(sum(per) / len(per))
