@@ -11,7 +11,7 @@ from ...choices import (CHECK_ALGORITHMS, CONSTANT_SOURCES, DEFAULT_CLIENTS, MAI
                          PROBLEMS, DefaultNames, build_problem, is_trace_file, resolve_patterns, split_names,
                          trace_clients)
 from ..usage import UsageError
-from . import announce, arguments, device as _device, load_plugins, parse_setting, show_progress, writable_folder
+from . import add_long_option, announce, arguments, require_long, device as _device, load_plugins, parse_setting, show_progress, writable_folder
 
 HELP = "the main job: measured (1/T) Σ‖∇f‖² against a theorem's bound, per algorithm and pattern"
 
@@ -188,6 +188,10 @@ def _check_inputs(args):
     return resolved, device, n_clients, Path(args.output), _hparams(args.hparams)
 
 
+#: Runs of a batch the time estimate runs (the rest is scaled: batches run no slower per run).
+TIMED_RUNS = 4
+
+
 def _announce_check(tables, problem, args, device, hparams) -> None:
     """Time a short batch of each algorithm, as the check will run it (its seeds × patterns in
     one batch), and say how long the whole check will take when that is long."""
@@ -198,7 +202,8 @@ def _announce_check(tables, problem, args, device, hparams) -> None:
 
     from participation.budget import human_seconds
 
-    short, steps = min(args.rounds, 10), min(args.local_steps, 5)    # bounded: a huge K is scaled, not run
+    # bounded: a huge K, T or batch is scaled, not run (the timing must never be the long job)
+    short, steps = min(args.rounds, 3), min(args.local_steps, 5)
     per_batch: dict = {}
     seconds = 0.0
     for theorem, names, patterns in tables:
@@ -214,14 +219,17 @@ def _announce_check(tables, problem, args, device, hparams) -> None:
                 except (ValueError, TypeError):
                     per_batch[key] = 0.0
                     continue
-                batch = [traces[j % len(traces)] for j in range(size)]
+                timed = min(size, TIMED_RUNS)
+                batch = [traces[j % len(traces)] for j in range(timed)]
                 if not per_batch:                              # the first call pays for warming up
                     algorithms.run_batch(algorithm, problem, batch[:1], [0], device=device)
                 start = time.perf_counter()
-                algorithms.run_batch(algorithm, problem, batch, list(range(size)), device=device)
-                per_batch[key] = (time.perf_counter() - start) / short * args.rounds * args.local_steps / steps
+                algorithms.run_batch(algorithm, problem, batch, list(range(timed)), device=device)
+                per_batch[key] = ((time.perf_counter() - start) / short * args.rounds * args.local_steps / steps
+                                  * size / timed)
             seconds += per_batch[key]
     runs = sum(len(n) * len(p) for _, n, p in tables) * args.seeds
+    require_long(seconds, f"check: {runs} runs of {args.rounds} rounds", args.long)
     if seconds > 30 or args.paper:
         which = f"{len(tables)} theorems of {args.paper}, " if args.paper else ""
         announce(f"check: {which}{runs} runs of {args.rounds} rounds in batches, about {human_seconds(seconds)}")
@@ -278,6 +286,7 @@ def add_arguments(parser) -> None:
                         help="output folder, created (default fedverify-check)")
     arguments.add_plugin(parser)
     add_worst_case(parser)
+    add_long_option(parser)
     parser.add_argument("--record", type=arguments.path, default=None, metavar="DIR",
                         help="also write every run as a run record (ALGORITHM_PATTERN_t<trace>_s<seed>.jsonl) into DIR, "
                              "the format `fedverify check-run` reads")
