@@ -184,6 +184,50 @@ def _quote(text: str) -> str:
     return quote(text, 80)
 
 
+def early_checks(*, theorem: str | None = None, plugins=(), patterns=(), records=()) -> None:
+    """The mistakes a command can name before it imports torch and the engine: a theorem name
+    that is not one of ``fedverify bound --list`` (when no plugin could add it), a plugin file or
+    module that does not exist, a trace file that does not exist, a run record that is not a
+    file or whose first line is not JSON."""
+    import importlib.util
+    import json
+
+    from ...choices import THEOREM_LIST, TRACE_SUFFIXES
+
+    for spec in plugins:
+        if spec.endswith(".py") or "/" in spec:
+            if not Path(spec).is_file():
+                raise UsageError(f"plugin file {_quote(spec)} does not exist")
+        elif not spec.strip() or importlib.util.find_spec(spec.split(".")[0]) is None:
+            raise UsageError(f"plugin module {_quote(spec)} cannot be found (give a module name on the path or a .py file)")
+    if theorem is not None and not plugins and theorem not in THEOREM_LIST and f"fedsum.{theorem}" not in THEOREM_LIST:
+        from difflib import get_close_matches
+
+        near = get_close_matches(theorem, list(THEOREM_LIST), n=1)
+        raise UsageError(f"unknown theorem {_quote(theorem)}" + (f"; did you mean {near[0]}?" if near else "")
+                         + " (fedverify bound --list names them all)")
+    import os
+
+    for text in patterns:       # a link that exists but leads nowhere is left to the loader, which says why
+        if Path(text).suffix.lower() in TRACE_SUFFIXES + (".jsonl",) and not os.path.lexists(text):
+            raise UsageError(f"trace file {_quote(text)} does not exist")
+    for record in records:
+        path = Path(record)
+        if not os.path.lexists(path):
+            raise UsageError(f"run record {path.name} does not exist (in {_quote(str(path.parent))})")
+        if path.is_dir():
+            raise UsageError(f"run record {_quote(str(record))} is a folder")
+        if not path.is_file():
+            continue                # a pipe, a device, a link to nowhere: the loader names it
+        try:
+            with open(path, "rb") as handle:
+                first = handle.readline(1 << 20)
+            json.loads(first.decode("utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            raise UsageError(f"{path.name} is not a fedverify run record: its first line is not a JSON header "
+                             "(see verify.records)") from None
+
+
 def load_plugins(specs) -> None:
     from algorithms.registry import load_plugin
 

@@ -11,7 +11,7 @@ from ...choices import (CHECK_ALGORITHMS, CONSTANT_SOURCES, DEFAULT_CLIENTS, MAI
                          PROBLEMS, DefaultNames, build_problem, is_trace_file, resolve_patterns, split_names,
                          trace_clients)
 from ..usage import UsageError
-from . import add_long_option, announce, arguments, require_long, device as _device, load_plugins, parse_setting, show_progress, writable_folder
+from . import add_long_option, announce, arguments, early_checks, require_long, device as _device, load_plugins, parse_setting, show_progress, writable_folder
 
 HELP = "the main job: measured (1/T) Σ‖∇f‖² against a theorem's bound, per algorithm and pattern"
 
@@ -399,6 +399,9 @@ def algorithm_list() -> str:
 
 
 def run(args) -> str:
+    early_checks(theorem=None if args.paper else args.theorem, plugins=args.plugin,
+                 patterns=[] if isinstance(args.patterns, DefaultNames) else args.patterns)
+    writable_folder(args.output, "--output")
     from tqdm.auto import tqdm
 
     from ...constants import estimate_constants, problem_constants

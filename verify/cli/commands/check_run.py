@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from ..usage import UsageError
-from . import arguments, load_plugins, writable_file
+from . import arguments, early_checks, load_plugins, writable_file
 
 HELP = "judge run records made anywhere (a training loop, Flower) against a theorem"
 
@@ -78,6 +78,7 @@ def add_arguments(parser) -> None:
 def run(args) -> str:
     if not 0.5 <= args.confidence < 1:
         raise UsageError(f"--confidence must lie in [0.5, 1), got {args.confidence}")
+    early_checks(theorem=args.theorem, plugins=args.plugin, records=args.records)
     if args.json is not None:
         writable_file(args.json, "--json")
     load_plugins(args.plugin)
