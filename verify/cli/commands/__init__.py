@@ -242,6 +242,11 @@ def _probe_folder(folder: Path, what: str) -> None:
     import os
     import tempfile
 
+    created = None                # the outermost folder the probe makes, removed after it: nothing is left behind
+    for parent in [folder, *folder.parents]:
+        if parent.exists():
+            break
+        created = parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=folder, prefix=".fedverify-probe.", suffix=".tmp")
@@ -249,6 +254,15 @@ def _probe_folder(folder: Path, what: str) -> None:
         os.unlink(name)
     except OSError as err:
         raise UsageError(f"{what} cannot be written to ({err.strerror or type(err).__name__})") from None
+    finally:
+        if created is not None:
+            for empty in [folder, *folder.parents]:
+                try:
+                    empty.rmdir()
+                except OSError:
+                    break
+                if empty == created:
+                    break
 
 
 def writable_file(path, flag: str) -> Path:

@@ -78,9 +78,9 @@ def add_arguments(parser) -> None:
 def run(args) -> str:
     if not 0.5 <= args.confidence < 1:
         raise UsageError(f"--confidence must lie in [0.5, 1), got {args.confidence}")
-    early_checks(theorem=args.theorem, plugins=args.plugin, records=args.records)
     if args.json is not None:
         writable_file(args.json, "--json")
+    early_checks(theorem=args.theorem, plugins=args.plugin, records=args.records)
     load_plugins(args.plugin)
     from ...record_checks import check_run
     from ...report import write_json
