@@ -26,7 +26,7 @@ def atomic_write(path, write, *, binary: bool = False) -> Path:
 
 __all__ = ["atomic_write", "write_json", "write_csv", "plot_format", "save_figure", "figure", "number",
            "check_table", "check_footnotes", "check_figure", "check_figure_paths", "plot_check", "plot_checks",
-           "plot_delays", "plot_mc", "bound_report", "worst_case_fields", "worst_case_notes",
+           "plot_delays", "plot_mc", "histogram_bins", "bound_report", "worst_case_fields", "worst_case_notes",
            "CSV_FIELDS", "WORST_CASE_FIELDS"]
 
 #: The worst-case columns of a check row (see ``verify.verdicts.WorstCaseColumn``): the value, its
@@ -480,6 +480,17 @@ def plot_delays(series: dict[str, np.ndarray], path, title: str = "") -> Path:
     return save_figure(fig, path)
 
 
+def histogram_bins(samples, integer: bool, most: int = 60):
+    """Bin edges for a histogram of ``samples``: for integer values, bins of a whole number of
+    values each (one per value up to ``most`` values, else ⌈range/most⌉), edges halfway between
+    integers, so that no bin holds more integers than its neighbours; otherwise 30 equal bins."""
+    samples = np.asarray(samples, dtype=float)
+    if not (integer and samples.size and np.all(samples == np.round(samples))):
+        return 30
+    width = max(1, int(math.ceil((np.ptp(samples) + 1) / most)))
+    return np.arange(samples.min(), samples.max() + width + 1, width) - 0.5
+
+
 def plot_mc(cases: Sequence[dict], path) -> Path:
     """Per case, histograms of τ_max and τ_avg over the replicates with the Monte-Carlo mean,
     its confidence interval and the exact value. The paper's bound is usually far to the
@@ -491,8 +502,7 @@ def plot_mc(cases: Sequence[dict], path) -> Path:
         for i, key in enumerate(("tau_max", "tau_avg")):
             ax, est = axes[i, j], case["estimates"][key]
             samples = np.asarray(case["samples"][key], dtype=float)
-            integer = key == "tau_max" and np.all(samples == np.round(samples))
-            bins = (np.arange(samples.min(), samples.max() + 2) - 0.5 if integer and np.ptp(samples) < 60 else 30)
+            bins = histogram_bins(samples, integer=key == "tau_max")
             ax.hist(samples, bins=bins, color="0.78", edgecolor="0.6", lw=0.4)
             ax.axvspan(est.ci_low, est.ci_high, color="C0", alpha=0.25, label=f"{est.confidence:.0%} CI of the mean")
             ax.axvline(est.mean, color="C0", lw=1.4, label=f"Monte-Carlo mean {est.mean:.4g}")
