@@ -200,10 +200,15 @@ def early_checks(*, theorem: str | None = None, plugins=(), patterns=(), records
                 raise UsageError(f"plugin file {_quote(spec)} does not exist")
         elif not spec.strip() or importlib.util.find_spec(spec.split(".")[0]) is None:
             raise UsageError(f"plugin module {_quote(spec)} cannot be found (give a module name on the path or a .py file)")
-    if theorem is not None and not plugins and theorem not in THEOREM_LIST and f"fedsum.{theorem}" not in THEOREM_LIST:
+    import sys
+
+    known = set(THEOREM_LIST)
+    if "verify.theorems" in sys.modules:          # theorems registered in this process (a library caller's own)
+        known |= set(sys.modules["verify.theorems"].THEOREMS)
+    if theorem is not None and not plugins and theorem not in known and f"fedsum.{theorem}" not in known:
         from difflib import get_close_matches
 
-        near = get_close_matches(theorem, list(THEOREM_LIST), n=1)
+        near = get_close_matches(theorem, sorted(known), n=1)
         raise UsageError(f"unknown theorem {_quote(theorem)}" + (f"; did you mean {near[0]}?" if near else "")
                          + " (fedverify bound --list names them all)")
     import os
