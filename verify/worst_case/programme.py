@@ -45,13 +45,23 @@ MEASURES = ("average", "min")
 DEFAULT_SECONDS = 120.0
 #: Relative duality gap above which a result is reported as inaccurate.
 ACCURACY = 1e-5
+#: A worst case above this multiple of the class's scale L·Δ_f + F_0 + ζ² is not certified: the
+#: solver's tolerances (1e-6 on data of order one) no longer resolve it.
+RELIABLE_RANGE = 1e6
+
+
+def _class_scale(fc: FunctionClass) -> float:
+    return fc.L * fc.delta_f + (fc.F0 or 0.0) + (fc.heterogeneity or 0.0)
 
 
 @dataclass(frozen=True)
 class WorstCase:
     """The worst case of ``measure`` over ``function_class`` for ``algorithm`` on one trace.
 
-    ``value``: the certified (dual) value, None when the programme is unbounded; ``primal``:
+    ``value``: the certified (dual) value, None when the programme is unbounded (status
+    "unbounded"; a class with F_0 is never unbounded, so that answer is refused as a solver
+    failure) or certifies nothing (status "unreliable": a value beyond ``RELIABLE_RANGE`` times
+    the class's scale, kept for reading but with no accuracy); ``primal``:
     the value of the worst instance found; ``status``: the solver's status ("optimal",
     "optimal_inaccurate", "unbounded", …); ``accuracy``: |value − primal| / max(1, |value|);
     ``relaxation``: how the programme's class contains the theorem's."""
@@ -196,6 +206,15 @@ def worst_case(algorithm, trace, function_class: FunctionClass, *, measure: str 
     accuracy = None
     if value is not None and primal is not None:
         accuracy = abs(value - primal) / max(1.0, abs(value))
+        if value > RELIABLE_RANGE * _class_scale(function_class):
+            status, accuracy = "unreliable", None
+            notes = notes + [f"the worst case {value:.3g} is more than {RELIABLE_RANGE:.0e} times the class's scale "
+                             f"L·Δ_f + F_0 + ζ² = {_class_scale(function_class):.3g}: the programme's numbers span "
+                             "more orders of magnitude than the solver's tolerances resolve, so the value certifies "
+                             "nothing (large step sizes make the iterates grow geometrically)"]
+    if status == "unbounded" and function_class.F0 is not None:
+        raise ValueError(f"the {name} solver reported the programme unbounded, which a class with F_0 cannot be (its "
+                         "worst case is finite on a finite trace): a numerical failure, no worst case is reported")
     return WorstCase(value=value, primal=primal, status=status, solver=name, accuracy=accuracy,
                      algorithm=algorithm.name, hparams=dict(algorithm.hparams), measure=measure,
                      function_class=function_class, n_clients=n, rounds=len(sets), size=size, seconds=seconds,
