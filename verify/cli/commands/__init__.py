@@ -270,12 +270,23 @@ def _probe_folder(folder: Path, what: str) -> None:
                     break
 
 
-def writable_file(path, flag: str) -> Path:
-    """Refuse, before any work, a file path that is empty, names a folder, or lies in a folder
-    that cannot be written to (probed as the atomic write will use it)."""
+def writable_file(path, flag: str, inputs=()) -> Path:
+    """Refuse, before any work, a file path that is empty, names a folder or something other than
+    a regular file (a device, a pipe: the atomic write would replace it), names one of the
+    command's ``inputs`` (the write would replace it), or lies in a folder that cannot be written
+    to (probed as the atomic write will use it)."""
+    import os
+
     path = Path(check_path(path, flag))
     if path.is_dir():
         raise UsageError(f"{flag} {_quote(str(path))} is a folder; give a file name")
+    if os.path.lexists(path) and not path.is_file():
+        raise UsageError(f"{flag} {_quote(str(path))} exists and is not a regular file (a device, a pipe or a link "
+                         "to nowhere); the result would replace it: give a file name")
+    for given in inputs:
+        if given is not None and os.path.lexists(given) and Path(given).resolve() == path.resolve():
+            raise UsageError(f"{flag} {_quote(str(path))} is one of the command's inputs; the result would replace "
+                             "it: give another file name")
     _probe_folder(path.parent, f"{flag} {_quote(str(path))}: its folder {_quote(str(path.parent))}")
     return path
 

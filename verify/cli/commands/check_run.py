@@ -79,7 +79,7 @@ def run(args) -> str:
     if not 0.5 <= args.confidence < 1:
         raise UsageError(f"--confidence must lie in [0.5, 1), got {args.confidence}")
     if args.json is not None:
-        writable_file(args.json, "--json")
+        writable_file(args.json, "--json", inputs=[*args.records, getattr(args, "constants", None)])
     early_checks(theorem=args.theorem, plugins=args.plugin, records=args.records)
     load_plugins(args.plugin)
     from ...record_checks import check_run

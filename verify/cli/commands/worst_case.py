@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..usage import UsageError
-from . import announce, arguments, check_path, parse_setting
+from . import announce, arguments, check_path, parse_setting, writable_file
 
 HELP = "the exact worst case of an algorithm on a trace (performance estimation), beside a theorem's bound"
 
@@ -195,6 +195,8 @@ def _fmt(value, digits: int = 4) -> str:
 
 
 def run(args) -> str:
+    if args.json is not None:
+        writable_file(args.json, "--json", inputs=[args.trace])
     hparams = _hparams(args.hparams)
     algorithm, theorem, traces, label, pattern = _inputs(args)
     if args.clients is not None and traces[0].n_clients != args.clients:
