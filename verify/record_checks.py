@@ -89,7 +89,7 @@ def _records(records) -> list[RunRecord]:
     return out
 
 
-def _same_setting(records: list[RunRecord], per_trace_steps: bool = False, replies: bool = True) -> None:
+def _same_setting(records: list[RunRecord], per_trace_steps: bool = False, replies: bool = True) -> list[RunRecord]:
     """Records judged together share one setting (``verify.record_consistency.check_same_setting``:
     every header field but the seed, in either order, and no run twice); ``per_trace_steps``:
     their step sizes may differ (a bound in full expectation whose step sizes are prescribed per
@@ -99,7 +99,7 @@ def _same_setting(records: list[RunRecord], per_trace_steps: bool = False, repli
     checks both after its participation model (``verify.theorems.from_records.record_setup``)."""
     from .record_consistency import check_availability, check_equal_weights, check_same_setting
 
-    check_same_setting(records, free=("step_sizes",) if per_trace_steps else ())
+    records = check_same_setting(records, free=("step_sizes",) if per_trace_steps else ())
     for record in records if replies else ():
         check_availability(record)
         check_equal_weights(record)
@@ -108,6 +108,7 @@ def _same_setting(records: list[RunRecord], per_trace_steps: bool = False, repli
         if r.n_rounds != first.n_rounds:
             raise ValueError(f"the records have {first.n_rounds} and {r.n_rounds} rounds; records judged together "
                              "must have the same T")
+    return records
 
 
 def _given(record: RunRecord, constants) -> dict:
@@ -166,10 +167,10 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         raise ValueError(f"confidence must lie in [0.5, 1), got {confidence!r}")
     records = _records(records)
     if theorem.plan is not None:
-        _same_setting(records, replies=False)
+        records = _same_setting(records, replies=False)
         return _judge_plan(records, theorem, constants, float(confidence), worst_case)
     spec = resolve_bound(theorem)
-    _same_setting(records, per_trace_steps=spec.expectation and theorem.prescribes_steps)
+    records = _same_setting(records, per_trace_steps=spec.expectation and theorem.prescribes_steps)
     first = records[0]
     consts, const_info = _constants(first, constants)
     pattern = None

@@ -153,12 +153,14 @@ def _content(record) -> str:
     return digest.hexdigest()
 
 
-def check_same_setting(records: list, free: tuple = ()) -> None:
-    """Refuse records judged together that are not seeds of one setting: a header field other
-    than :data:`FREE_FIELDS` (and ``free``) that differs (named with both values), or two records
-    with the same rounds (named as one run)."""
+def check_same_setting(records: list, free: tuple = ()) -> list:
+    """The records judged together, once refused those that are not seeds of one setting: a header
+    field other than :data:`FREE_FIELDS` (and ``free``) that differs (named with both values), or
+    two records with the same rounds (named as one run). Noise-free records (σ² = 0 in every
+    header) of the same rounds are one run too, kept once: the seeds of a run without noise repeat
+    it exactly, as ``check --noise-free --record`` writes them."""
     if len(records) < 2:
-        return
+        return list(records)
     first = records[0]
     keys = sorted(set().union(*(r.header.keys() for r in records)) - set(FREE_FIELDS) - set(free))
     for other in records[1:]:
@@ -176,12 +178,14 @@ def check_same_setting(records: list, free: tuple = ()) -> None:
                 raise ValueError(f"{_name(first)} and {_name(other)} differ in {key} ({_short(mine)} against "
                                  f"{_short(theirs)}): records judged together must be seeds of one setting")
     seen: dict[str, object] = {}
+    noise_free = all((r.header.get("constants") or {}).get("sigma2") == 0 for r in records)
     for record in records:
         key = _content(record)
-        if key in seen:
+        if key in seen and not noise_free:
             raise ValueError(f"{_name(seen[key])} and {_name(record)} hold the same rounds: one run, whatever their "
                              "seed labels; judge it once")
-        seen[key] = record
+        seen.setdefault(key, record)
+    return list(seen.values())
 
 
 def _shared(constants) -> dict:

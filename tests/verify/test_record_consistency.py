@@ -90,10 +90,15 @@ def test_records_of_different_settings_are_refused_in_either_order(order):
 
 
 def test_one_run_relabelled_as_three_seeds_is_one_run():
+    """With noise the copies would pose as three samples (refused); without noise (σ² = 0) the
+    seeds of one run repeat it exactly and are kept once."""
     mask = patterns.Uniform(N, 2).sample(T, seed=0).mask
-    copies = [_record(mask, name=f"s{s}.jsonl", seed=s) for s in range(3)]
+    noisy = {"L": 1.0, "sigma2": 0.5, "delta_f": 1.0}
+    copies = [_record(mask, name=f"s{s}.jsonl", seed=s, constants=noisy) for s in range(3)]
     with pytest.raises(ValueError, match="s0.jsonl and s1.jsonl hold the same rounds"):
         check_same_setting(copies)
+    exact = [_record(mask, name=f"s{s}.jsonl", seed=s) for s in range(3)]
+    assert [r.path.name for r in check_same_setting(exact)] == ["s0.jsonl"]
 
 
 def test_seeds_of_one_setting_are_accepted():
