@@ -98,6 +98,11 @@ _FIELD_RANGES = {"local_steps": (1, math.inf, True), "delays": (0, math.inf, Tru
                  "example_weights": (0, 1, False),
                  "heterogeneity": (0, math.inf, False), "heterogeneity_max": (0, math.inf, False),
                  "local_norm": (0, math.inf, False), "param_norm": (0, math.inf, False)}
+#: The hyper-parameters of the server-momentum algorithms and their range: (low, high, high
+#: included); β ∈ [0, 1) and ν ∈ [0, 1] (Server momentum eq. (2)). Other algorithms give the same
+#: names other meanings (CA-Fed's β ∈ (0, 1] filters loss reports).
+_HPARAM_RANGES = {"beta": (0.0, 1.0, False), "nu": (0.0, 1.0, True)}
+_MOMENTUM_ALGORITHMS = ("fedgm", "qhm", "fedavgm", "fednag", "fedgm-autonomous")
 #: The availability models (v2) and their fields.
 AVAILABILITY = {"full": (), "uniform": ("m",), "cyclic": ("m",), "reshuffled": ("m",), "any": ("m",),
                 "markov": ("pi", "lam"), "bernoulli": ("p",), "estimate": ()}
@@ -180,6 +185,14 @@ def check_header(header, path=None) -> dict:
     for name, value in (header.get("step_sizes") or {}).items():
         if not _is_number(value) or not math.isfinite(value):
             raise ValueError(f"{where}: step_sizes.{name} must be a finite number, got {value!r}")
+        if name.startswith("eta") and not value > 0:
+            raise ValueError(f"{where}: step_sizes.{name} is a step size and must be > 0, got {value!r}")
+    momentum = str(header.get("algorithm", "")).lower() in _MOMENTUM_ALGORITHMS
+    for name, (low, high, closed) in (_HPARAM_RANGES.items() if momentum else ()):
+        value = (header.get("hparams") or {}).get(name)
+        if value is not None and (not _is_number(value) or not (low <= value <= high if closed else low <= value < high)):
+            raise ValueError(f"{where}: hparams.{name} must be a number in [{low}, {high}{']' if closed else ')'}, "
+                             f"got {value!r}")
     for name, value in (header.get("constants") or {}).items():
         if name == "source":
             if not isinstance(value, str):

@@ -53,3 +53,14 @@ def test_consistent_values_are_read(tmp_path):
     rounds = [_round(0, heterogeneity=1.0, heterogeneity_max=2.0, weights=[0.5, 0.5, None], local_steps=[1, 2, None])]
     record = load_record(_write(tmp_path, HEADER, rounds))
     assert record.metrics["heterogeneity_max"][0] == 2.0 and record.vectors["local_steps"][0, 1] == 2.0
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"step_sizes": {"eta_l": -0.1, "eta_g": 1.0}}, r"step_sizes.eta_l is a step size and must be > 0, got -0.1"),
+    ({"step_sizes": {"eta_l": 0.0, "eta_g": 1.0}}, r"step_sizes.eta_l is a step size and must be > 0, got 0.0"),
+    ({"hparams": {"beta": 2.0}}, r"hparams.beta must be a number in \[0.0, 1.0\), got 2.0"),
+    ({"hparams": {"beta": "0.9"}}, r"hparams.beta must be a number in \[0.0, 1.0\), got '0.9'"),
+])
+def test_a_header_that_cannot_be_true_is_refused(tmp_path, change, words):
+    with pytest.raises(ValueError, match=f"line 1: {words}"):
+        load_record(_write(tmp_path, {**HEADER, "algorithm": "fedavgm", **change}, [_round(0)]))
