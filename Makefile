@@ -18,7 +18,7 @@ define install
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -c "$(2)"
 endef
 
-WARM := import torch, scipy.stats, sympy, matplotlib.figure, participation, bounds, algorithms, verify.checking
+WARM := import torch, scipy.stats, sympy, matplotlib.figure, participation, bounds, algorithms, verify.checking, PEPit, clarabel, cvxpy
 WARM_FLOWER := $(WARM), flwr.simulation, flwr.serverapp, flwr.clientapp, ray
 
 $(STAMP): pyproject.toml constraints.txt
