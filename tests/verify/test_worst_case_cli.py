@@ -1,4 +1,4 @@
-"""``fedverify worst-case`` and ``verify.worst_case.against``: the theorem's bound beside the exact
+"""``fedverify worst-case`` and ``verify.worst_case.theorem_bounds``: the theorem's bound beside the exact
 worst case at its step sizes, one-line errors before any heavy import, the JSON file."""
 import json
 import subprocess
@@ -11,7 +11,7 @@ import pytest
 from bounds import Constants, fedsum
 from participation import Trace, delay_metrics, preset
 from verify.cli import main
-from verify.worst_case.against import EXPECTATION_LABEL, against, pattern_for
+from verify.worst_case.theorem_bounds import EXPECTATION_LABEL, against, pattern_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["-N", "2", "-K", "1", "-T", "4"]
@@ -161,7 +161,7 @@ def test_name_and_path_mistakes_are_answered_before_torch(argv):
 
 
 def test_above_two_seconds_the_predicted_time_is_announced(capsys, monkeypatch):
-    from verify.worst_case import against as module
+    from verify.worst_case import theorem_bounds as module
     from verify.worst_case.programme import Size
 
     real = module.refuse_above_limit

@@ -40,7 +40,7 @@ def worst_case_row(name: str, n_clients: int, local_steps: int, rounds: int):
 
     from .rows import Ratio
     from ..worst_case import FunctionClass, active_sets, programme_size, worst_case
-    from ..worst_case.against import default_per_round
+    from ..worst_case.theorem_bounds import default_per_round
     from ..worst_case.programme import _build
 
     trace = preset("P1", n_clients=n_clients, per_round=default_per_round(n_clients)).sample(rounds, seed=0)

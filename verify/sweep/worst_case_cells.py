@@ -1,5 +1,5 @@
 """Worst-case cells of a sweep: a theorem's bound against the exact worst case of an algorithm on a
-pattern's trace (``verify.worst_case.against``), at σ² = 0.
+pattern's trace (``verify.worst_case.theorem_bounds``), at σ² = 0.
 
 A cell's config: algorithm, pattern (a preset with ⌊2N/3⌋ clients a round where it samples, or a
 trace file), theorem, n_clients, rounds, local_steps, seed, traces (drawn for a theorem in
@@ -53,7 +53,7 @@ def check_names(algorithms, theorems) -> tuple[tuple[str, ...], tuple[str, ...]]
     import algorithms as registry
 
     from ..worst_case import SUPPORTED, coverage
-    from ..worst_case.against import resolve_theorem
+    from ..worst_case.theorem_bounds import resolve_theorem
 
     names = tuple(dict.fromkeys(registry.get(a).name for a in algorithms))
     for a in names:
@@ -89,7 +89,7 @@ def _source(cell):
 
     from participation import Trace
 
-    from ..worst_case.against import THEOREMS, pattern_for
+    from ..worst_case.theorem_bounds import THEOREMS, pattern_for
 
     c = cell.config
     if "trace_sha256" in c:
@@ -105,10 +105,10 @@ def _source(cell):
 
 
 def run(cell) -> dict:
-    """The results of one worst-case cell (``verify.worst_case.against``)."""
+    """The results of one worst-case cell (``verify.worst_case.theorem_bounds``)."""
     from bounds import Constants
 
-    from ..worst_case.against import against
+    from ..worst_case.theorem_bounds import against
 
     c = cell.config
     traces, pattern = _source(cell)

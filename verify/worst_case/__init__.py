@@ -14,7 +14,9 @@ transcription and solved with Clarabel (SCS as the alternative):
 * ``programme``: the programme, its size and predicted time, the solve (``worst_case``);
 * ``conic``: the programme handed to Clarabel directly;
 * ``coverage``: which theorems are covered, over which class, and why the others are not;
-* ``tuning``: the step size that minimises the worst case on a trace.
+* ``tuning``: the step size that minimises the worst case on a trace;
+* ``theorem_bounds``: a theorem's bound beside the worst case at its step sizes (``against``,
+  loaded on first use: it reads the theorems' declarations).
 
 Measured ≤ worst case ≤ bound: bound / worst case is the theorem's slack, worst case / measured
 the instance's benignness; a noise-free run measuring above its certified worst case breaks an
@@ -26,6 +28,14 @@ from .programme import DEFAULT_SECONDS, MEASURES, SOLVERS, Size, WorstCase, acti
 from .transcriptions import SUPPORTED, iterates
 from .tuning import BestStep, best_step
 
-__all__ = ["worst_case", "WorstCase", "FunctionClass", "RELAXATION", "Size", "programme_size", "active_sets",
+def __getattr__(name):
+    if name in ("against", "Against"):
+        from . import theorem_bounds
+
+        return getattr(theorem_bounds, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["against", "Against", "worst_case", "WorstCase", "FunctionClass", "RELAXATION", "Size", "programme_size", "active_sets",
            "SOLVERS", "MEASURES", "DEFAULT_SECONDS", "iterates", "SUPPORTED", "COVERAGE", "Coverage", "coverage",
            "covered_theorems", "function_class_for", "best_step", "BestStep"]

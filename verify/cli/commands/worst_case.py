@@ -102,7 +102,7 @@ def _algorithm_name(text: str) -> str:
 
 
 def _theorem_name(args, algorithm: str, full: bool) -> str:
-    from ...worst_case.against import default_theorem, resolve_theorem
+    from ...worst_case.theorem_bounds import default_theorem, resolve_theorem
 
     if args.theorem is None:
         return default_theorem(algorithm, full)
@@ -128,7 +128,7 @@ def _read_trace(args):
 
 def _pattern(args, n_clients: int):
     """(pattern, label) of --pattern scaled to ``n_clients``."""
-    from ...worst_case.against import pattern_for
+    from ...worst_case.theorem_bounds import pattern_for
 
     try:
         return pattern_for(args.pattern or DEFAULTS["pattern"], n_clients, args.per_round)
@@ -154,7 +154,7 @@ def _inputs(args):
     pattern, label = _pattern(args, n_clients)
     probe = pattern.sample(args.rounds, seed=args.seed)
     theorem = _theorem_name(args, algorithm, bool(probe.mask.all()))
-    from ...worst_case.against import THEOREMS
+    from ...worst_case.theorem_bounds import THEOREMS
 
     if THEOREMS[theorem]:
         batch = pattern.sample_batch(args.rounds, args.traces, seed=args.seed)
@@ -205,7 +205,7 @@ def run(args) -> str:
 
     from bounds import Constants
 
-    from ...worst_case.against import against, refuse_above_limit
+    from ...worst_case.theorem_bounds import against, refuse_above_limit
 
     K = args.local_steps
     found = refuse_above_limit(algorithm, traces, K)
