@@ -188,3 +188,8 @@ def test_default_momentum_on_partial_participation_is_theorem_4_6(capsys):
     assert main(["worst-case", "fedavgm", *SMALL, "--traces", "2", "--set", "beta=0.5"]) == 0
     out = capsys.readouterr().out
     assert "theorem: momentum.theorem_4_6" in out and EXPECTATION_LABEL in out
+
+
+def test_a_momentum_hyper_parameter_the_algorithm_does_not_take_is_named(capsys):
+    assert main(["worst-case", "fedgm", "--set", "nope=1", "-T", "4"]) == 2
+    assert "fedgm has no hyper-parameter 'nope'" in capsys.readouterr().err

@@ -375,6 +375,13 @@ def _momentum(name, algorithm, traces, consts, fc, hparams, given, solver, max_s
     if hparams.get("stages") is not None or hparams.get("schedule") is not None:
         raise ValueError("a multistage schedule has no worst case here; give one stage (no stages=)")
     options = {k: v for k, v in hparams.items() if k not in ("eta_l", "eta_g")}
+    from algorithms.registry import algorithm_class
+
+    takes = {f.name for f in dataclasses.fields(algorithm_class(algorithm))}
+    unknown = sorted(set(options) - takes)
+    if unknown:
+        raise ValueError(f"{algorithm} has no hyper-parameter {', '.join(map(repr, unknown))}; it takes "
+                         f"{', '.join(sorted(takes - {'eta_l', 'eta_g', 'local_steps', 'schedule'}))}")
     given_alg = None
     if "eta_l" in given:
         probe = _engine(_momentum_setup(name, algorithm, traces[0], consts, options, None).algorithm, consts)
