@@ -193,3 +193,14 @@ def test_default_momentum_on_partial_participation_is_theorem_4_6(capsys):
 def test_a_momentum_hyper_parameter_the_algorithm_does_not_take_is_named(capsys):
     assert main(["worst-case", "fedgm", "--set", "nope=1", "-T", "4"]) == 2
     assert "fedgm has no hyper-parameter 'nope'" in capsys.readouterr().err
+
+
+def test_rounds_with_a_trace_file_are_an_error_not_ignored(tmp_path, capsys):
+    import numpy as np
+
+    from participation import Trace
+
+    path = tmp_path / "t.npz"
+    Trace(np.array([[1, 1, 0], [0, 1, 1]], dtype=bool)).save(path)
+    assert main(["worst-case", "fedsum-b", "--trace", str(path), "-T", "4"]) == 2
+    assert "-T 4 with --trace: a trace file has its own number of rounds" in capsys.readouterr().err

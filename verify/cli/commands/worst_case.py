@@ -57,7 +57,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--traces", type=arguments.positive(int), default=DEFAULTS["traces"],
                         help="traces drawn from --pattern for a theorem in expectation over the participation "
                              f"(default {DEFAULTS['traces']})")
-    parser.add_argument("--rounds", "-T", type=arguments.positive(int), default=DEFAULTS["rounds"],
+    parser.add_argument("--rounds", "-T", type=arguments.positive(int), default=None,
                         help=f"rounds T of the pattern's trace (default {DEFAULTS['rounds']}; a trace file has its own)")
     parser.add_argument("--clients", "-N", type=arguments.positive(int), default=None,
                         help=f"clients N (default {DEFAULTS['clients']}; a trace file's own, checked when given)")
@@ -144,6 +144,10 @@ def _inputs(args):
         raise UsageError(f"--trace {args.trace} and --pattern {args.pattern} exclude each other: give one")
     if args.trace is not None and args.per_round is not None:
         raise UsageError("--per-round applies only to --pattern")
+    if args.trace is not None and args.rounds is not None:
+        raise UsageError(f"-T {args.rounds} with --trace: a trace file has its own number of rounds")
+    if args.rounds is None:
+        args.rounds = DEFAULTS["rounds"]
     algorithm = _algorithm_name(args.algorithm)
     if args.trace is not None:
         trace, label = _read_trace(args)
