@@ -245,6 +245,18 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
                                  f"{theorem.name} prescribes η_g={own['eta_g']:.4g}, η_l={own['eta_l']:.4g} and its "
                                  "value assumes those")
                 notes.append(f"step sizes outside {theorem.name}'s: {steps_outside}")
+        elif theorem.prescribes_steps:       # Thm 4.1's step sizes for each realised trace (Cor 4.1's oracle)
+            for r, m in zip(records, metrics):
+                mine = r.header.get("step_sizes") or {}
+                own, _ = prescribed_steps(spec, consts, m.tau_max, m.tau_avg, algorithm, True)
+                if {"eta_g", "eta_l"} <= set(mine) and not all(
+                        math.isclose(float(own[k]), float(mine[k]), rel_tol=1e-9) for k in ("eta_g", "eta_l")):
+                    steps_outside = (f"{Path(r.path).name if r.path else 'a record'}: recorded "
+                                     f"η_g={float(mine['eta_g']):.4g}, η_l={float(mine['eta_l']):.4g}; {theorem.name} "
+                                     f"takes Thm 4.1's for each realised trace, here η_g={own['eta_g']:.4g}, "
+                                     f"η_l={own['eta_l']:.4g}, and its value assumes those")
+                    notes.append(f"step sizes outside {theorem.name}'s: {steps_outside}")
+                    break
     elif not steps:
         notes.append("the record gives no step sizes: the hypotheses on them are not checked")
     histories = [history_of(r) for r in records]
