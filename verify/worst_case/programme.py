@@ -22,7 +22,6 @@ PEPit, cvxpy and the solvers load only when a programme is solved.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -149,18 +148,15 @@ def programme_size(name: str, sets, n_clients: int, local_steps: int) -> Size:
 
 
 def _limit(max_seconds) -> float:
+    """The solve time a programme may be predicted to take: ``max_seconds``, else
+    ``FEDVERIFY_WORST_CASE_SECONDS``, else :data:`DEFAULT_SECONDS`."""
+    from participation.budget import positive_setting
+    from participation.validation import finite_real
+
     if max_seconds is not None:
-        return float(max_seconds)
-    raw = os.environ.get("FEDVERIFY_WORST_CASE_SECONDS")
-    if raw is None:
-        return DEFAULT_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"FEDVERIFY_WORST_CASE_SECONDS must be a number of seconds, got {raw!r}") from None
-    if not value > 0:
-        raise ValueError(f"FEDVERIFY_WORST_CASE_SECONDS must be > 0, got {raw!r}")
-    return value
+        return finite_real(max_seconds, "max_seconds", above=0)
+    value = positive_setting("FEDVERIFY_WORST_CASE_SECONDS", "seconds")
+    return DEFAULT_SECONDS if value is None else value
 
 
 def _check_algorithm(algorithm) -> None:

@@ -145,3 +145,11 @@ def test_a_programme_clarabel_cannot_settle_gives_no_number():
     bounded = [worst_case(algorithm, [[0, 1], [1]], FunctionClass(L=1.0, delta_f=1.0, F0=F0), n_clients=2).value
                for F0 in (1.0, 1e2)]
     assert bounded[1] > 2 * bounded[0]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), "10", -1.0, 0.0])
+def test_a_time_limit_that_is_not_a_positive_number_is_refused(bad):
+    from verify.worst_case.programme import _limit
+
+    with pytest.raises(ValueError, match="max_seconds must be a finite number > 0"):
+        _limit(bad)
