@@ -275,14 +275,16 @@ def _plan(setup: Setup, *, which: str) -> Plan:
             cache[key] = estimate_generator_constants(histories, setup.n_clients, **given)
         return cache[key]
 
-    def bound(histories):
-        c = _constants(setup, histories)
+    def bound_at(c, histories):
         if which == "inequality_23":
             return bl.inequality_23(c, p, measured_generator_error(histories), eta=eta)
         g = generator(histories)
         if which == "theorem_1":
             return bl.theorem_1(c, p, _mean_tau_max(traces), g.eps_star, g.C1, eta=eta)
         return bl.theorem_2(c, p, g.eps_star, g.C1, eta=eta)
+
+    def bound(histories):
+        return bound_at(_constants(setup, histories), histories)
 
     def start_bound(histories):
         """The bound at σ₃² measured at the runs' start (None when σ₃² is given): ε* and C₁ stay
@@ -292,13 +294,7 @@ def _plan(setup: Setup, *, which: str) -> Plan:
         start = observed_first(histories, "heterogeneity_max")
         if not math.isfinite(start):
             return None
-        c = dataclasses.replace(_constants(setup, histories), zeta2=start)
-        if which == "inequality_23":
-            return bl.inequality_23(c, p, measured_generator_error(histories), eta=eta)
-        g = generator(histories)
-        if which == "theorem_1":
-            return bl.theorem_1(c, p, _mean_tau_max(traces), g.eps_star, g.C1, eta=eta)
-        return bl.theorem_2(c, p, g.eps_star, g.C1, eta=eta)
+        return bound_at(dataclasses.replace(_constants(setup, histories), zeta2=start), histories)
 
     def extras(histories):
         c = _constants(setup, histories)

@@ -30,6 +30,16 @@ def _local_sgd(x, grad, i, eta, steps, correction=None):
     return X, total * (1.0 / steps)
 
 
+def _model_moves(x, grad, active, alg):
+    """Σ_{i∈S_t} (x − X_i^K): the clients' K local SGD steps from x, as FedAvg and the momentum
+    family send them (``Δ_t^i`` of Server momentum Algorithm 2)."""
+    total = None
+    for i in active:
+        X, _ = _local_sgd(x, grad, i, alg.eta_l, alg.local_steps)
+        total = (x - X) if total is None else total + (x - X)
+    return total
+
+
 def _fedsum_family(kind: str, alg, sets, grad, x0, n):
     """FedSUM-B, FedSUM and FedSUM-CR (FedSUM Algorithms 1–3): y^(t) = y^(t−1) + Σ_{i∈S_t}
     (h_i^(t+1) − h_i^(t)), x^(t+1) = x^(t) − (η_g η_l K/N) y^(t), every round."""
@@ -72,12 +82,8 @@ def _fedavg(alg, sets, grad, x0, n):
     x, xs = x0, [x0]
     for active in sets:
         if active:
-            total = None
-            for i in active:
-                X, _ = _local_sgd(x, grad, i, alg.eta_l, alg.local_steps)
-                total = (x - X) if total is None else total + (x - X)
             weight = 1.0 / len(active) if alg.aggregate == "active" else 1.0 / n
-            x = x - total * (alg.eta_g * weight)
+            x = x - _model_moves(x, grad, active, alg) * (alg.eta_g * weight)
         xs.append(x)
     return xs
 
@@ -114,11 +120,7 @@ def _momentum(kind: str, alg, sets, grad, x0, n):
     beta = alg.beta
     for active in sets:
         if active:
-            total = None
-            for i in active:
-                X, _ = _local_sgd(x, grad, i, alg.eta_l, alg.local_steps)
-                total = (x - X) if total is None else total + (x - X)
-            delta = total * (1.0 / len(active))
+            delta = _model_moves(x, grad, active, alg) * (1.0 / len(active))
             if kind in ("fedgm", "qhm"):
                 d = d * beta + delta * (1 - beta)
                 x = x - (delta * (1 - alg.nu) + d * alg.nu) * alg.eta_g
