@@ -5,8 +5,8 @@
   exactly that many replies in every round; a Bernoulli model (probabilities p_i, or p_i^t per
   round in the ``probabilities`` field) and a Markov model (stationary π_i, second eigenvalue
   λ_i) are tested client by client on the number of rounds each replied, two-sided, at
-  family-wise level ``LEVEL`` (Bonferroni over the clients): an exact binomial test for a
-  constant p_i (``scipy.stats.binomtest``), the normal approximation of the Poisson-binomial
+  family-wise level ``LEVEL`` (Bonferroni over the clients): the exact binomial tails for a
+  constant p_i, the smaller one doubled, the normal approximation of the Poisson-binomial
   count for per-round p_i^t, and for a two-state chain the normal approximation of the
   availability frequency, whose variance π(1 − π)(1 + λ)/((1 − λ)T) is that of a stationary
   two-state chain (the lag-k autocorrelation is λ^k). A probability of 0 or 1 contradicted once
@@ -91,36 +91,47 @@ def _refuse(record, what: str, i: int, replies: int, T: int, expected: float, p_
                      f"family-wise level {level:g}); the replies contradict the model")
 
 
+def _first_rejected(record, replies, expected, p_values, what, T, level) -> None:
+    """Refuse at the first client whose p-value is below the Bonferroni level ``level``/N."""
+    N = replies.size
+    below = np.flatnonzero(p_values < level / N)
+    if below.size:
+        i = int(below[0])
+        _refuse(record, what if isinstance(what, str) else what(i), i, int(replies[i]), T, float(expected[i]),
+                float(p_values[i]), level, N)
+
+
 def _binomial(record, mask, p, level) -> None:
-    from scipy.stats import binomtest
+    """Per client, the exact binomial tails of its reply count, the smaller one doubled (a
+    two-sided test), for every client at once."""
+    from scipy.stats import binom
 
     T, N = mask.shape
     replies = mask.sum(axis=0)
     _impossible(record, replies, p, T, "Bernoulli availability")
-    for i in range(N):
-        if 0 < p[i] < 1:
-            p_value = binomtest(int(replies[i]), T, float(p[i])).pvalue
-            if p_value < level / N:
-                _refuse(record, f"Bernoulli availability p = {p[i]:g}", i, int(replies[i]), T, T * p[i], p_value,
-                        level, N)
+    random = (p > 0) & (p < 1)
+    tails = np.minimum(binom.cdf(replies, T, p), binom.sf(replies - 1, T, p))
+    p_values = np.where(random, np.minimum(1.0, 2 * tails), 1.0)
+    _first_rejected(record, replies, T * p, p_values, lambda i: f"Bernoulli availability p = {p[i]:g}", T, level)
 
 
 def _normal(record, replies, mean, var, what, T, level) -> None:
+    """Per client, the continuity-corrected normal approximation of its reply count, two-sided."""
     from scipy.stats import norm
 
-    N = replies.size
-    for i in range(N):
-        if var[i] <= 0:
-            continue
-        z = (abs(replies[i] - mean[i]) - 0.5) / math.sqrt(var[i])      # continuity-corrected
-        p_value = float(2 * norm.sf(max(z, 0.0)))
-        if p_value < level / N:
-            _refuse(record, what, i, int(replies[i]), T, float(mean[i]), p_value, level, N)
+    spread = np.sqrt(np.maximum(var, 0.0))
+    z = np.maximum(np.abs(replies - mean) - 0.5, 0.0) / np.where(spread > 0, spread, 1.0)
+    p_values = np.where(spread > 0, 2 * norm.sf(z), 1.0)
+    _first_rejected(record, replies, mean, p_values, what, T, level)
 
 
 def _poisson_binomial(record, mask, p, level) -> None:
     T, N = mask.shape
-    p = np.nan_to_num(np.asarray(p, dtype=float), nan=0.5)
+    p = np.asarray(p, dtype=float)
+    if np.isnan(p).any():
+        t, i = (int(v) for v in np.argwhere(np.isnan(p))[0])
+        raise ValueError(f"{_name(record)}: probabilities is null for client {i} in round {t}; the replies cannot be "
+                         "held against a probability that is not recorded")
     certain = (p == 0) | (p == 1)
     contradicted = np.argwhere(certain & (mask != (p == 1)))
     if contradicted.size:

@@ -144,3 +144,11 @@ def test_a_record_with_a_header_and_no_round_is_named(tmp_path):
     path.write_text('{"format": "fedverify-run", "version": 2, "n_clients": 3, "local_steps": 1}\n')
     with pytest.raises(ValueError, match="header_only.jsonl has a header and no round: nothing to judge"):
         check_run(str(path))
+
+
+def test_a_null_recorded_probability_is_refused_not_assumed():
+    mask = patterns.Uniform(N, 2).sample(T, seed=0).mask
+    p = np.full((T, N), 0.25)
+    p[5, 3] = np.nan
+    with pytest.raises(ValueError, match="probabilities is null for client 3 in round 5"):
+        check_availability(_record(mask, None, vectors={"probabilities": p}))
