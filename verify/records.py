@@ -565,16 +565,10 @@ class RunRecorder:
         """Hold an exclusive lock on the record while this recorder lives (until ``close``): a
         second recorder, resuming or creating, is refused instead of appending rounds of its own."""
         fd = os.open(self.path, os.O_RDONLY)
-        try:
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:            # no advisory locks (Windows): no coordination
-            pass
-        except OSError:
+        if not _lock_exclusively(fd):
             os.close(fd)
             raise ValueError(f"{self.path.name} is being written by another recorder; wait for it to finish "
-                             "or choose another path") from None
+                             "or choose another path")
         self._lock = fd
 
     def close(self) -> None:
@@ -621,14 +615,8 @@ class RunRecorder:
                 os.close(fd)
 
     def _claim_empty(self, fd: int) -> None:
-        try:
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:            # no advisory locks (Windows): no coordination
-            pass
-        except OSError:
-            raise ValueError(f"{self.path.name} is being created by another recorder; choose another path") from None
+        if not _lock_exclusively(fd):
+            raise ValueError(f"{self.path.name} is being created by another recorder; choose another path")
         if os.fstat(fd).st_size:
             raise ValueError(f"{self.path.name} was created by another recorder at the same time; choose another path")
 
@@ -656,6 +644,20 @@ class RunRecorder:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def _lock_exclusively(fd: int) -> bool:
+    """Take an exclusive advisory lock on ``fd`` without waiting: False when another open file
+    holds one; True where the system has no advisory locks (Windows: no coordination)."""
+    try:
+        import fcntl
+    except ImportError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
 
 
 def algorithm_fields(algorithm) -> dict:

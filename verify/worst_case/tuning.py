@@ -55,7 +55,7 @@ def best_step(algorithm, trace, function_class, *, scales=(0.25, 1, 4, 16, 64), 
 
     grid = np.log(scales)
     values = [solve(g) for g in grid]
-    start = results[base * math.exp(0.0)] if base * math.exp(0.0) in results else results[min(results, key=lambda e: abs(e - base))]
+    start = results[base]                               # scale 1 is always on the grid: exp(log 1) · base
     best = int(np.argmin(values))
     if refine > 0 and math.isfinite(values[best]):
         low = grid[max(best - 1, 0)]
