@@ -47,7 +47,7 @@ import numpy as np
 from participation.files import strict_json
 from participation.validation import integer
 
-__all__ = ["RunRecord", "RunRecorder", "load_record", "FORMAT", "VERSION", "READS", "SCHEMA_PATH", "PER_CLIENT",
+__all__ = ["RunRecord", "RunRecorder", "load_record", "read_header", "FORMAT", "VERSION", "READS", "SCHEMA_PATH", "PER_CLIENT",
            "PER_ROUND", "CONSTANTS", "AVAILABILITY", "record_from_history", "availability_of",
            "algorithm_fields", "amend_header"]
 
@@ -358,6 +358,13 @@ def load_record(path, *, keep_damaged: bool = False) -> RunRecord:
             return _read_record(path, handle, lines, cut, keep_damaged, require_memory)
     except OSError as err:
         raise ValueError(f"cannot read run record {path.name}: {err.strerror or err}") from None
+
+
+def read_header(path) -> dict:
+    """The validated header of the record at ``path``, reading its first line only."""
+    path = Path(path)
+    with open(path, "rb") as handle:
+        return check_header(_parse_line(path, 1, handle.readline().rstrip(b"\n")), path)
 
 
 def _count_lines(path) -> tuple[int, int | None, int]:

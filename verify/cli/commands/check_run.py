@@ -123,13 +123,9 @@ def _constants_line(result, args) -> str:
 def _steps_line(result, path) -> str:
     """The step sizes as the record wrote them, beside those the theorem reads when they differ
     (FedAvgM's η' is Server momentum's η = η'/(1 − β), Sec. 3)."""
-    from ...records import load_record
+    from ...records import read_header
 
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        recorded = dict(load_record(path).header.get("step_sizes") or {})
+    recorded = dict(read_header(path).get("step_sizes") or {})
     used = {k: v for k, v in result.step_sizes.items() if isinstance(v, (int, float))}
     text = "step sizes as recorded: " + (", ".join(f"{k}={v:g}" for k, v in recorded.items()) or "none")
     differ = {k: v for k, v in used.items() if k in recorded and abs(v - recorded[k]) > 1e-12 * max(1.0, abs(v))}
