@@ -148,13 +148,16 @@ def programme_size(name: str, sets, n_clients: int, local_steps: int) -> Size:
 
 
 def _limit(max_seconds) -> float:
-    """The solve time a programme may be predicted to take: ``max_seconds``, else
+    """The solve time a programme may be predicted to take: ``max_seconds`` (``math.inf``: no limit), else
     ``FEDVERIFY_WORST_CASE_SECONDS``, else :data:`DEFAULT_SECONDS`."""
-    from participation.budget import positive_setting
-    from participation.validation import finite_real
+    import numbers
 
-    if max_seconds is not None:
-        return finite_real(max_seconds, "max_seconds", above=0)
+    from participation.budget import positive_setting
+
+    if max_seconds is not None:                    # math.inf: no limit
+        if isinstance(max_seconds, bool) or not isinstance(max_seconds, numbers.Real) or not max_seconds > 0:
+            raise ValueError(f"max_seconds must be a number > 0 (math.inf for no limit), got {max_seconds!r}")
+        return float(max_seconds)
     value = positive_setting("FEDVERIFY_WORST_CASE_SECONDS", "seconds")
     return DEFAULT_SECONDS if value is None else value
 
