@@ -25,3 +25,31 @@ def test_a_diverging_run_is_not_rescued_by_the_constants_it_inflates():
 def test_a_converging_run_keeps_its_verdict():
     result = _check(0.5)
     assert result.verdict == "holds" and not any("rescue" in n for n in result.notes)
+
+
+def _check_logit(scale, theorem="logit.theorem_2", **hparams):
+    """LOGIT on independent availability p = 0.5, at ``scale`` times a step that converges."""
+    problem = Quadratic.random(6, 3, noise_std=0.1, seed=0)
+    algorithm = algorithms.get("logit", eta_l=0.02 * scale, eta_g=1.0, local_steps=2, surrogate="generator")
+    return check(algorithm, problem, patterns.Bernoulli(0.5, n_clients=6), theorem, seeds=[0, 1, 2], rounds=30,
+                 step_sizes="given", **hparams)
+
+
+def test_logit_generator_constants_estimated_on_a_diverging_run_do_not_rescue_it():
+    """ε* and C₁ (LOGIT Assumption 5) and ε (inequality (23)) exist only along a run: estimated on
+    each run's rounds before its ‖∇f‖² first exceeds the start's, the diverging runs are violated,
+    so the verdict is "inconclusive" although the bound read along the whole runs is far above them."""
+    from verify.verdicts import judge
+
+    for theorem in ("logit.theorem_1", "logit.theorem_2", "logit.inequality_23"):
+        result = _check_logit(150.0, theorem)
+        assert max(result.values) > 1e6 * min(_check_logit(1.0, theorem).values), theorem    # it diverged
+        assert judge(list(result.values), float(result.bound.value)).verdict == "holds", theorem  # rescued before
+        assert result.verdict == "inconclusive", theorem
+        assert any("rescue" in n and "never 'holds'" in n for n in result.notes), theorem
+
+
+def test_logit_runs_that_converge_keep_their_verdict():
+    for theorem in ("logit.theorem_1", "logit.theorem_2", "logit.inequality_23"):
+        result = _check_logit(1.0, theorem)
+        assert result.verdict == "holds" and not any("rescue" in n for n in result.notes), theorem

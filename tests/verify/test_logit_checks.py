@@ -293,3 +293,26 @@ def test_declarations_and_their_example_lines(capsys, which):
         eta = min(1 / math.sqrt(5 * 400), 1 / (2 * math.sqrt(30) * 5))
         want = 4 * 20 / (eta * 5 * 400) + 2 * eta / 10 * (0.5 + 0.2 * 0.5) + 20 * 5 * eta**2 + 120 * 25 * eta**2 * 0.5 + 0.05
         assert f"value: {want:.6g}" in out
+
+
+def test_the_envelope_programme_scales_with_the_errors_and_skips_overflowed_points():
+    """The least-envelope programme is homogeneous in e (ε*, C₁ scale with it), so errors near the
+    float limit give the scaled answer instead of a solver failure; points whose e overflowed carry
+    no information and are left out."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(4)
+    errors = rng.uniform(0.0, 2.0, size=(12, 5))
+    errors[rng.uniform(size=errors.shape) < 0.4] = np.nan               # available clients
+    stale = np.where(np.isnan(errors), 0.0, rng.integers(1, 6, size=errors.shape).astype(float))
+    run = lambda e: SimpleNamespace(observed={"client_generator_error": e, "client_staleness": stale})
+    base = estimate_generator_constants([run(errors)], 5)
+    huge = estimate_generator_constants([run(errors * 1e250)], 5)
+    assert base.C1 > 0 and huge.C1 == pytest.approx(base.C1 * 1e250, rel=1e-9)
+    np.testing.assert_allclose(huge.eps_star, base.eps_star * 1e250, rtol=1e-9, atol=0)
+    overflowed = errors.copy()
+    overflowed[np.nonzero(~np.isnan(errors))[0][0], np.nonzero(~np.isnan(errors))[1][0]] = np.inf
+    kept = errors.copy()
+    kept[np.nonzero(~np.isnan(errors))[0][0], np.nonzero(~np.isnan(errors))[1][0]] = np.nan
+    left_out = estimate_generator_constants([run(overflowed)], 5)
+    assert left_out.C1 == pytest.approx(estimate_generator_constants([run(kept)], 5).C1, rel=1e-12)

@@ -34,6 +34,10 @@ from the runs' points (n, t) with n ∉ A_t, pooled over the runs, with t = 1..T
 surrogate, and its τ_n^t = t), so τ_n^t ≥ 1 at every point; Thm 1's τ̄_max uses the same count.
 Thm 2's p_min form bounds E√τ_n^t by √((1 − p_n)/p_n) (eq. (37)), which this count also obeys.
 Estimated inputs are marked (extras ``"... source"`` and a note).
+Points whose e_{n,t} is not finite (a run that overflowed) are left out. A diverging run inflates
+what is estimated on it, and with it its own bound; the verdict is therefore also judged against
+the bound at ε (or ε*, C₁) estimated on each run's rounds before ‖∇f(x_t)‖² first exceeds
+‖∇f(x_0)‖², and σ₃² at the start: runs violated against that bound are "inconclusive", never "holds".
 
 Step size: η = min{1/√(IT), 1/(2√30·LI)} (Thm 1, corrected cap) with η_g = 1, unless the
 algorithm's own is given. σ₃² (Assumption 4, E‖∇F_n(x) − ∇f(x)‖² ≤ σ₃² for all x and n): the
@@ -102,9 +106,21 @@ def _measured(algorithm):
 # ------------------------------------------------------------------------------ measured inputs
 
 
-def measured_generator_error(histories) -> float:
-    """ε of eq. (23) per run, 4·(1/T) Σ_t generator_error_t, averaged over the runs."""
-    return float(np.mean([4 * np.mean(h.observed["generator_error"]) for h in histories]))
+def measured_generator_error(histories, rounds=None) -> float:
+    """ε of eq. (23) per run, 4·(1/T) Σ_t generator_error_t, averaged over the runs (over each run's
+    first ``rounds[j]`` rounds when given: :func:`steady_rounds`)."""
+    cuts = [None] * len(histories) if rounds is None else list(rounds)
+    return float(np.mean([4 * np.mean(np.asarray(h.observed["generator_error"], dtype=float)[:cut])
+                          for h, cut in zip(histories, cuts)]))
+
+
+def steady_rounds(history) -> int:
+    """The rounds of ``history`` before ‖∇f(x_t)‖² first exceeds ‖∇f(x_0)‖² (all of them when it
+    never does): the part of a run that has not begun to diverge, on which constants estimated
+    along the run cannot have been inflated by the divergence."""
+    g = np.asarray(history.grad_norm2, dtype=float)
+    above = np.flatnonzero(~(g <= g[0])) if g.size else np.zeros(0, dtype=int)
+    return int(above[0]) if above.size else int(g.size)
 
 
 def generator_points(history) -> tuple[np.ndarray, np.ndarray]:
@@ -137,12 +153,15 @@ _LP_RULE = ("estimated: the least Σ_points (ε*_n + C₁√(τ_n^t/t)) with e_{
             "at every point of the runs (Assumption 5 with (30), (32))")
 
 
-def _pooled(histories, n_clients: int):
-    """The points (client, e, x) of every run with n ∉ A_t, and the (T, N) grids of the runs."""
+def _pooled(histories, n_clients: int, rounds=None):
+    """The points (client, e, x) of every run with n ∉ A_t and a finite e (within each run's first
+    ``rounds[j]`` rounds when given), and the (T, N) grids of the runs."""
     grids = [generator_points(h) for h in histories]
+    if rounds is not None:
+        grids = [(E[:r], X[:r]) for (E, X), r in zip(grids, rounds)]
     clients, errors, roots = [], [], []
     for E, X in grids:
-        off = ~np.isnan(E)
+        off = np.isfinite(E)
         clients.append(np.nonzero(off)[1])
         errors.append(E[off])
         roots.append(X[off])
@@ -164,6 +183,10 @@ def _least_envelope_slope(clients, errors, roots, n_clients: int) -> float:
 
     if errors.size == 0:
         return 0.0
+    scale = float(errors.max())
+    if scale <= 0.0:
+        return 0.0
+    errors = errors / scale                 # the programme is homogeneous in e: its C₁ scales with it
     rows = np.arange(errors.size)
     A = csr_matrix((np.concatenate([np.ones(errors.size), roots]),
                     (np.concatenate([rows, rows]), np.concatenate([clients, np.full(errors.size, n_clients)]))),
@@ -172,7 +195,7 @@ def _least_envelope_slope(clients, errors, roots, n_clients: int) -> float:
     result = linprog(cost, A_ub=-A, b_ub=-errors, bounds=(0, None), method="highs")
     if not result.success:
         raise ValueError(f"estimating C₁ of LOGIT Assumption 5 failed: {result.message}")
-    return max(float(result.x[-1]), 0.0)
+    return max(float(result.x[-1]), 0.0) * scale
 
 
 def _eps_grid(eps_star, shape) -> np.ndarray:
@@ -181,17 +204,20 @@ def _eps_grid(eps_star, shape) -> np.ndarray:
     return np.broadcast_to(eps[: shape[0]] if eps.ndim == 2 else eps, shape)
 
 
-def estimate_generator_constants(histories, n_clients: int, *, eps_star=None, C1=None) -> GeneratorConstants:
+def estimate_generator_constants(histories, n_clients: int, *, eps_star=None, C1=None,
+                                 rounds=None) -> GeneratorConstants:
     """ε*_{n,t} and C₁ of LOGIT Assumption 5 (with (30) and (32)), each given or estimated from the
-    runs' points so that e_{n,t} ≤ ε*_{n,t} + C₁√(τ_n^t/t) at every point (module docstring)."""
+    runs' points so that e_{n,t} ≤ ε*_{n,t} + C₁√(τ_n^t/t) at every point with a finite e (module
+    docstring); ``rounds[j]`` limits the points of run j to its first rounds."""
     if eps_star is not None and C1 is not None:
         return GeneratorConstants(eps_star, float(C1), "given", "given")
-    clients, errors, roots, grids = _pooled(histories, n_clients)
+    clients, errors, roots, grids = _pooled(histories, n_clients, rounds)
     if C1 is not None:
         return GeneratorConstants(_floor_given_C1(clients, errors, roots, float(C1), n_clients), float(C1),
                                   _EPS_RULE, "given")
     if eps_star is not None:
-        excess = [np.maximum(E - _eps_grid(eps_star, E.shape), 0.0) / X for E, X in grids]
+        excess = [np.where(np.isfinite(E), np.maximum(E - _eps_grid(eps_star, E.shape), 0.0), np.nan) / X
+                  for E, X in grids]
         slope = max((float(np.nanmax(v)) for v in excess if np.isfinite(v).any()), default=0.0)
         return GeneratorConstants(eps_star, slope, "given", _C1_RULE)
     slope = _least_envelope_slope(clients, errors, roots, n_clients)
@@ -287,14 +313,26 @@ def _plan(setup: Setup, *, which: str) -> Plan:
         return bound_at(_constants(setup, histories), histories)
 
     def start_bound(histories):
-        """The bound at σ₃² measured at the runs' start (None when σ₃² is given): ε* and C₁ stay
-        the runs' estimates, since the generator's error exists only along a run."""
-        if setup.constants.zeta2 is not None:
+        """The bound where the runs cannot have inflated what it estimates on them (None when
+        nothing is estimated): σ₃² measured at the runs' start, and ε (inequality (23)) or ε* and
+        C₁ (Assumption 5) estimated on each run's rounds before its ‖∇f(x_t)‖² first exceeds
+        ‖∇f(x_0)‖² (:func:`steady_rounds`), since the generator's error exists only along a run."""
+        generated = which == "inequality_23" or any(given[k] is None for k in GIVEN_KEYS)
+        if setup.constants.zeta2 is not None and not generated:
             return None
-        start = observed_first(histories, "heterogeneity_max")
-        if not math.isfinite(start):
-            return None
-        return bound_at(dataclasses.replace(_constants(setup, histories), zeta2=start), histories)
+        c = _constants(setup, histories)
+        if setup.constants.zeta2 is None:
+            start = observed_first(histories, "heterogeneity_max")
+            if not math.isfinite(start):
+                return None
+            c = dataclasses.replace(c, zeta2=start)
+        steady = [steady_rounds(h) for h in histories]
+        if which == "inequality_23":
+            return bl.inequality_23(c, p, measured_generator_error(histories, steady), eta=eta)
+        g = estimate_generator_constants(histories, setup.n_clients, **given, rounds=steady)
+        if which == "theorem_1":
+            return bl.theorem_1(c, p, _mean_tau_max(traces), g.eps_star, g.C1, eta=eta)
+        return bl.theorem_2(c, p, g.eps_star, g.C1, eta=eta)
 
     def extras(histories):
         c = _constants(setup, histories)
