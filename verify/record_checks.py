@@ -28,6 +28,7 @@ noise-free record measuring above it is "outside the class".
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import inspect
 import math
 import numbers
@@ -67,10 +68,23 @@ def history_of(record: RunRecord) -> History:
                    n_rounds=T, meta={"record": str(record.path)})
 
 
+#: Bytes per (round, client) cell that judging a record uses beyond its two masks at its peak:
+#: the traces built from the replies, the delay computation and the participation checks on
+#: them (a test measures the peak of each way of judging).
+JUDGING_BYTES_PER_CELL = 8.0
+
+
 def _records(records) -> list[RunRecord]:
+    """The records, read with the memory limit applied to all of them and the work of judging
+    them (``JUDGING_BYTES_PER_CELL``) before any is read in full."""
     if isinstance(records, (str, Path, RunRecord)):
         records = [records]
-    out = [r if isinstance(r, RunRecord) else load_record(r) for r in records]
+    out, held = [], 0.0
+    for r in records:
+        if not isinstance(r, RunRecord):
+            r = load_record(r, bytes_per_cell=JUDGING_BYTES_PER_CELL, held_bytes=held)
+        held += 2.0 * r.mask.size
+        out.append(r)
     if not out:
         raise ValueError("check_run needs at least one record")
     for r in out:
@@ -79,7 +93,7 @@ def _records(records) -> list[RunRecord]:
     paths, runs = set(), set()
     for r in out:
         path = str(Path(r.path).resolve()) if r.path else None
-        run = (r.mask.tobytes(), r.header.get("seed"),
+        run = (hashlib.sha256(np.ascontiguousarray(r.mask)).digest(), r.mask.shape, r.header.get("seed"),
                tuple(sorted((k, np.asarray(v, dtype=float).tobytes()) for k, v in r.metrics.items())))
         if (path is not None and path in paths) or run in runs:
             raise ValueError(f"{Path(r.path).name if r.path else 'a record'} is given twice (the same file or the same "

@@ -333,7 +333,7 @@ def _in_range(key: str, values: list, where: str) -> None:
             raise ValueError(f"{where}: {key} holds {kind} {span}, got {v!r}")
 
 
-def load_record(path, *, keep_damaged: bool = False) -> RunRecord:
+def load_record(path, *, keep_damaged: bool = False, bytes_per_cell: float = 0.0, held_bytes: float = 0.0) -> RunRecord:
     """Read a record (see the module docstring); a cut-off last line is dropped with a warning.
 
     A line after the header that is not a valid next round (bad JSON, a value the schema refuses,
@@ -344,7 +344,8 @@ def load_record(path, *, keep_damaged: bool = False) -> RunRecord:
     The file is read line by line into the arrays it fills: a first pass counts the rounds, the
     participation masks (2·T·N bytes) and each per-client field (8·T·N bytes, when first seen)
     are checked against the memory limit before they are allocated, and no more than one line's
-    parsed JSON is held at once."""
+    parsed JSON is held at once. A caller that will use ``bytes_per_cell`` more bytes per (round,
+    client) cell to work on the record, and already holds ``held_bytes``, has those counted too."""
     path = Path(path)
     from participation.budget import require_memory
 
@@ -355,7 +356,8 @@ def load_record(path, *, keep_damaged: bool = False) -> RunRecord:
         lines, cut, longest = _count_lines(path)
         require_memory(PARSED_BYTES_PER_BYTE * longest, f"reading run record {path.name} (a line of {longest} bytes)")
         with open(path, "rb") as handle:
-            return _read_record(path, handle, lines, cut, keep_damaged, require_memory)
+            return _read_record(path, handle, lines, cut, keep_damaged,
+                                lambda nbytes, what: require_memory(nbytes + held_bytes, what), bytes_per_cell)
     except OSError as err:
         raise ValueError(f"cannot read run record {path.name}: {err.strerror or err}") from None
 
@@ -383,7 +385,8 @@ def _count_lines(path) -> tuple[int, int | None, int]:
     return count, (current if current and last != b"\n" else None), longest
 
 
-def _read_record(path, handle, lines: int, cut: int | None, keep_damaged: bool, require_memory) -> RunRecord:
+def _read_record(path, handle, lines: int, cut: int | None, keep_damaged: bool, require_memory,
+                 bytes_per_cell: float = 0.0) -> RunRecord:
     numbered = ((i, line.rstrip(b"\n")) for i, line in enumerate(handle, start=1))
     content = ((i, text) for i, text in numbered if text.strip())
     first = next(content, None)
@@ -394,8 +397,9 @@ def _read_record(path, handle, lines: int, cut: int | None, keep_damaged: bool, 
     header = check_header(_parse_line(path, 1, first[1]), path)
     n = header["n_clients"]
     capacity = max(lines - 1, 0) + (1 if cut is not None and lines > 0 else 0)
-    require_memory(2.0 * n * max(capacity, 1),
-                   f"run record {path.name}: {capacity} rounds × {n} clients (who was selected, who replied)")
+    work = " and the work on them" if bytes_per_cell else ""
+    require_memory((2.0 + bytes_per_cell) * n * max(capacity, 1),
+                   f"run record {path.name}: {capacity} rounds × {n} clients (who was selected, who replied){work}")
     mask, selected = np.zeros((capacity, n), dtype=bool), np.zeros((capacity, n), dtype=bool)
     metrics: dict[str, np.ndarray] = {}
     vectors: dict[str, np.ndarray] = {}
