@@ -25,6 +25,7 @@ definition of the rule).
 """
 from __future__ import annotations
 
+import codecs
 import errno
 import json
 import math
@@ -454,6 +455,7 @@ def _load_csv(path: Path, n_clients, size: int) -> Trace:
     the first row's commas) and checked against the limits before the mask is built."""
     require_memory(_CSV_BYTES_PER_BYTE * size, f"parsing trace {path.name} ({size} bytes)")
     data = path.read_bytes()
+    data = data[len(codecs.BOM_UTF8):] if data.startswith(codecs.BOM_UTF8) else data    # spreadsheets write a BOM
     lines = sum(data.count(bytes([b])) for b in _CSV_BREAKS) + 1
     work = _CSV_BYTES_PER_BYTE * len(data) + _CSV_BYTES_PER_LINE * lines
     require_memory(work, f"parsing trace {path.name} ({len(data)} bytes, {lines} lines)")

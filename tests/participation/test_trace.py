@@ -1,6 +1,7 @@
 """Tests of participation.trace: validation, views, file formats and hostile files."""
 from __future__ import annotations
 
+import codecs
 import io
 import json
 import os
@@ -572,3 +573,13 @@ def test_from_sets_refuses_what_is_not_a_list_of_lists(sets, message):
     """`Trace.from_sets([[0], 5], 2)` raised TypeError."""
     with pytest.raises(ValueError, match=message):
         Trace.from_sets(sets, 2)
+
+
+@pytest.mark.parametrize("text", ["1,0,1\n0,1,1\n", "client_0,client_1,client_2\n1,0,1\n0,1,1\n", "1,0,1\r\n0,1,1"])
+def test_a_csv_trace_saved_with_a_byte_order_mark_reads_as_without(tmp_path, text):
+    """Spreadsheet programs start UTF-8 CSV files with a byte order mark (EF BB BF)."""
+    plain, marked = tmp_path / "plain.csv", tmp_path / "marked.csv"
+    plain.write_bytes(text.encode())
+    marked.write_bytes(codecs.BOM_UTF8 + text.encode())
+    assert np.array_equal(Trace.load(marked).mask, Trace.load(plain).mask)
+    assert Trace.load(marked).mask.tolist() == [[True, False, True], [False, True, True]]

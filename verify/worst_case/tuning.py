@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 
 import numpy as np
 
@@ -36,11 +37,12 @@ def best_step(algorithm, trace, function_class, *, scales=(0.25, 1, 4, 16, 64), 
     ``scales``, then ``refine`` bounded solves between the best grid point's neighbours."""
     from scipy.optimize import minimize_scalar
 
-    if 1 not in scales:
-        scales = (1,) + tuple(scales)
-    scales = tuple(sorted(float(s) for s in scales))
-    if any(not (math.isfinite(s) and s > 0) for s in scales):
+    if isinstance(scales, (str, bytes)) or not hasattr(scales, "__iter__") or not all(
+            isinstance(s, numbers.Real) and not isinstance(s, bool) and math.isfinite(s) and s > 0 for s in scales):
         raise ValueError(f"scales must be finite numbers > 0, got {scales!r}")
+    if isinstance(refine, bool) or not isinstance(refine, numbers.Integral) or refine < 0:
+        raise ValueError(f"refine must be a whole number of solves >= 0, got {refine!r}")
+    scales = tuple(sorted({1.0, *(float(s) for s in scales)}))
     base = algorithm.eta_l
     tried: list[tuple[float, float | None]] = []
     results: dict[float, WorstCase] = {}

@@ -28,3 +28,14 @@ def test_best_step_improves_on_the_given_step_and_is_reproducible(name):
     assert again.value == pytest.approx(best.worst_case.value, rel=1e-6)
     assert best.eta_g == algorithm.eta_g
     assert best.worst_case.value == min(v for _, v in best.tried if v is not None)
+
+
+@pytest.mark.parametrize("kwargs, named", [({"scales": None}, "scales"), ({"scales": "ab"}, "scales"),
+                                           ({"scales": (1, None)}, "scales"), ({"scales": (0.5, True)}, "scales"),
+                                           ({"scales": (1, -2)}, "scales"), ({"refine": -1}, "refine"),
+                                           ({"refine": 1.5}, "refine"), ({"refine": None}, "refine")])
+def test_bad_search_settings_are_one_line_errors_naming_them(kwargs, named):
+    algorithm = algorithms.get("fedsum-b", eta_l=0.1, eta_g=1.0, local_steps=1)
+    with pytest.raises(ValueError, match=f"^{named} must be") as err:
+        best_step(algorithm, SETS, FC, n_clients=N, **kwargs)
+    assert "\n" not in str(err.value)
