@@ -140,6 +140,8 @@ def test_trace_file_and_run_record_are_read(tmp_path, capsys):
     (["fedsum-b", "--L", "abc"], "expected a number"),
     (["fedsum-b", "--trace", "x.npz", "--pattern", "P1"], "exclude each other"),
     (["fedsum-b", "-N", "6", "-K", "3", "-T", "40"], "above the limit"),
+    (["fedsum-b", "--per-round", "100"], "--per-round 100: exceeds the number of clients, 3"),
+    (["fedsum-b", "--per-round", "2", "--pattern", "full"], "--per-round 2: preset full takes no clients-a-round"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, monkeypatch):
     monkeypatch.setenv("FEDVERIFY_WORST_CASE_SECONDS", "5")

@@ -133,9 +133,11 @@ def pattern_for(name: str, n_clients: int, per_round: int | None = None):
     size = per_round or default_per_round(n_clients)
     try:
         return preset(key, n_clients=n_clients, per_round=size), f"{key} ({size} of {n_clients} clients a round"
-    except ValueError:
+    except ValueError as err:
         if per_round is not None:
-            raise ValueError(f"per_round {per_round}: preset {key} takes no clients-a-round") from None
+            why = (f"exceeds the number of clients, {n_clients}" if "exceeds" in str(err) else
+                   f"preset {key} takes no clients-a-round" if "no setting 'per_round'" in str(err) else str(err))
+            raise ValueError(f"per_round {per_round}: {why}") from None
     try:
         return preset(key, n_clients=n_clients), f"{key} ({n_clients} clients"
     except ValueError:
