@@ -234,16 +234,34 @@ def table(rows: list[dict]) -> str:
                          f"{r['eta_l']:.3g} | {r['eta_g']:.3g} | {r['measured']:.4g} [{r['lower']:.4g}, {r['upper']:.4g}] | "
                          f"{r['bound']:.4g} | {r['tau_avg_term']:.4g} | {r['tau_max_term']:.4g} | {r['ratio']:.3g} | "
                          f"{r['label']} | {r['loss']:.4g} |")
-        same = [r for r in here if r["group"] != "other rate"]
-        lines += ["", f"log-log slopes over the patterns of about the same rate: measured against τ_max "
-                      f"{slope(same, 'tau_max', 'measured'):.2f}, bound against τ_max {slope(same, 'tau_max', 'bound'):.2f}; "
-                      f"measured against 1+τ_avg {_slope_avg(same, 'measured'):.2f}, "
-                      f"bound against 1+τ_avg {_slope_avg(same, 'bound'):.2f}", ""]
+        lines += ["", *slope_table(here), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _slope_avg(rows, y):
-    return slope([{**r, "one_plus_tau_avg": 1 + r["tau_avg"]} for r in rows], "one_plus_tau_avg", y)
+def slope_table(rows: list[dict], level: float = 0.95) -> list[str]:
+    """Markdown: the power-law exponents (:func:`verify.report_statistics.power_law`) of the
+    measured side, the bound and the bound's τ-terms (its τ_avg term plus its τ_max term)
+    against τ_max and 1+τ_avg, over the patterns of about the same rate (fleet subsets
+    included), and again without the fleet subsets when there are any, each with its Student-t
+    interval on n − 2 degrees of freedom."""
+    from .report_statistics import exponent, power_law
+
+    same = [r for r in rows if r["group"] != "other rate"]
+    subsets = [("", same)]
+    if any(r["group"] == "fleet" for r in same):
+        subsets.append(("without the fleet subsets, ", [r for r in same if r["group"] != "fleet"]))
+    values = {"measured": lambda r: r["measured"], "bound": lambda r: r["bound"],
+              "bound's τ-terms (τ_avg term + τ_max term)": lambda r: r["tau_avg_term"] + r["tau_max_term"]}
+    heads = [f"{label}against {x} (n={len(part)})" for label, part in subsets for x in ("τ_max", "1+τ_avg")]
+    lines = [f"log-log slopes over the patterns of about the same rate (least squares on the logarithms), with "
+             f"{level:.0%} Student-t intervals on n − 2 degrees of freedom:", "",
+             "| exponent of | " + " | ".join(heads) + " |", "|---|" + "---|" * len(heads)]
+    for name, value in values.items():
+        cells = [exponent(power_law([r["tau_max"] if x == "tau_max" else 1 + r["tau_avg"] for r in part],
+                                    [value(r) for r in part], level))
+                 for _, part in subsets for x in ("tau_max", "tau_avg")]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
 
 
 GROUP_MARKERS = {"same rate": "o", "fleet": "s", "other rate": "^"}

@@ -18,9 +18,12 @@ the longer run after checking that they do.
 Besides the loss at given rounds, the study measures what the paper asserts in words
 (FedSUM, arXiv:2512.18275, Section 5: the FedSUM family converges "faster and more stably"):
 
-* *late-round variability*: the standard deviation of a run's recorded training losses about
-  their least-squares line over its last ``window`` rounds (the paper's Fig. 8 shows the last
-  160 of 2000), so that a downward trend is not counted as variability;
+* *late-round variability* over the last ``window`` rounds (the paper's Fig. 8 shows the last
+  160 of 2000): at every recorded round, the median across the seeds of the second difference
+  |y_{t+} − 2y_t + y_{t−}| of each run's recorded losses, then the median over the rounds,
+  scaled to estimate a standard deviation (:func:`verify.report_statistics.late_variability`),
+  so that neither the downward trend, nor one round at the window's boundary, nor one seed of
+  three moves it;
 * *loss at equal communication*: the training loss at a given number of full models sent
   (uplink and downlink, Fig. 1b's axis), read off the recorded points by linear
   interpolation in the models sent.
@@ -36,6 +39,8 @@ import numpy as np
 
 from .algorithm_styles import style
 from .report import figure, number, save_figure, write_csv, write_json
+from .report_statistics import SECOND_DIFFERENCE_SCALE, comparisons, holm_markdown
+from .report_statistics import late_variability as robust_late_variability
 
 #: Keys of a saved run's configuration that differ from seed to seed by construction.
 SEED_KEYS = {"setting": ("seed", "rounds"), "problem": ("problem", "clients_data")}
@@ -91,7 +96,9 @@ def reading(curve: dict, at_round: int | None = None, metric: str = "loss", wind
 
 def late_variability(curve: dict, window: int = LATE_WINDOW) -> float:
     """Standard deviation (ddof 2: a line has two parameters) of the recorded losses of the
-    last ``window`` rounds about their least-squares line."""
+    last ``window`` rounds about their least-squares line: one run's scatter, which a single
+    recorded point at the window's boundary can change several-fold (the tables use
+    :meth:`SeedStudy.variability`)."""
     rounds, loss = curve["rounds"], curve["loss"]
     keep = rounds > rounds[-1] - window
     if keep.sum() < 3:
@@ -168,12 +175,12 @@ class SeedStudy:
         return {"first": first, "second": second, "pattern": pattern, "round": at_round, "mean": mean,
                 "half": half, "n": n, "verdict": verdict(mean, half, first, second) if n else "no common seed"}
 
-    def variability(self, algorithm: str, pattern: str, window: int = LATE_WINDOW):
-        """(mean, half-width, n) of the late-round variability over the seeds whose runs recorded
-        at least 3 points in the window (n = 0 when none did)."""
+    def variability(self, algorithm: str, pattern: str, window: int = LATE_WINDOW) -> tuple[float, int]:
+        """(value, n) of the robust late-round variability of the n seeds' runs
+        (:func:`verify.report_statistics.late_variability`; NaN and 0 when no run recorded 3
+        points in the window)."""
         runs = self.runs.get((algorithm, pattern), {})
-        return interval([late_variability(c, window) for c in runs.values()
-                         if (c["rounds"] > c["rounds"][-1] - window).sum() >= 3])
+        return robust_late_variability([runs[s] for s in sorted(runs)], window)
 
     def at_models(self, algorithm: str, pattern: str, models: float) -> dict:
         """seed -> loss at ``models`` models sent (seeds whose run never sent that many left out)."""
@@ -280,6 +287,10 @@ def _cell(mean: float, half: float, n: int, digits: int = 4) -> str:
     return f"{mean:.{digits}f} ± {half:.{digits}f}"
 
 
+def _variability_cell(value: float, n: int) -> str:
+    return "—" if n == 0 else f"{value:.4f} (n={n})"
+
+
 def loss_table(study: SeedStudy, pattern: str, at_rounds=()) -> list[str]:
     """Markdown rows: per algorithm, the mean loss ± the interval's half-width at each round of
     ``at_rounds`` and at its end, the late-round variability, and the final test accuracy."""
@@ -292,7 +303,7 @@ def loss_table(study: SeedStudy, pattern: str, at_rounds=()) -> list[str]:
         horizons = sorted({study.horizon[(algorithm, pattern, s)] for s in study.runs[(algorithm, pattern)]})
         cells = [_cell(*study.summary(algorithm, pattern, r)) for r in at_rounds]
         cells += [_cell(*study.summary(algorithm, pattern)), "/".join(str(h) for h in horizons),
-                  _cell(*study.variability(algorithm, pattern)),
+                  _variability_cell(*study.variability(algorithm, pattern)),
                   _cell(*study.summary(algorithm, pattern, metric="accuracy"), digits=3)]
         lines.append(f"| {algorithm} | " + " | ".join(cells) + " |")
     return lines
@@ -351,11 +362,15 @@ def communication_table(study: SeedStudy, pattern: str, reference: str) -> list[
 
 
 def markdown(study: SeedStudy, *, at_rounds=(), pairs=(), reference: str | None = None) -> str:
-    """The study's tables, per pattern: losses, paired differences, equal communication; and
-    the measured resolution."""
+    """The study's tables, per pattern: losses, paired differences, equal communication; the
+    measured resolution; and Holm's correction over every comparison the tables make
+    (:func:`verify.report_statistics.comparisons`), the family whose multiplicity the per-row
+    verdicts ignore."""
     lines = [f"seeds {', '.join(str(s) for s in study.seeds)}; intervals are {LEVEL:.0%} Student-t over the seeds; "
              f"a reading is the mean of {READING_WINDOW} recorded points; late variability over the last "
-             f"{LATE_WINDOW} rounds", ""]
+             f"{LATE_WINDOW} rounds: the median over rounds of the median across seeds of the absolute second "
+             f"difference of the recorded losses, divided by {SECOND_DIFFERENCE_SCALE:.3f} (a standard deviation for "
+             f"independent noise)", ""]
     for pattern in study.patterns:
         lines += [f"**{pattern}**", "", *loss_table(study, pattern, at_rounds), ""]
         if pairs:
@@ -366,6 +381,10 @@ def markdown(study: SeedStudy, *, at_rounds=(), pairs=(), reference: str | None 
         for at_round in at_rounds:
             lines.append(f"resolution at round {at_round}: paired differences below about "
                          f"{resolution(study, pairs, at_round):.4f} (the median half-width) are unresolved")
+    if pairs or reference is not None:
+        family = comparisons(study, pairs, at_rounds, reference)
+        if family:
+            lines += ["", *holm_markdown(family)]
     return "\n".join(lines).rstrip() + "\n"
 
 
