@@ -1,15 +1,19 @@
 """verify.flower: Flower runs recorded as fedverify run records, with an imposed trace.
 
 The tests marked by the ``flower`` fixture need Flower (``flwr``) and are skipped without it;
-the others run everywhere. ``test_the_readme_flower_example_runs_as_pasted`` runs Flower's
-simulation engine (Ray; about 10 s of start-up on a 2-CPU machine); the others drive the strategy
-through an in-process stand-in for Flower's Grid that calls the ClientApp directly.
+the others run everywhere. Two slow tests run Flower's Simulation Runtime (Ray):
+``test_the_readme_flower_example_runs_as_pasted`` (the README's ``run_app`` of examples/flower_app,
+through ``flwr run``) and ``test_simulate_runs_an_app_defined_in_python_and_warns`` (the deprecated
+``run_simulation`` path); the others drive the strategy through an in-process stand-in for
+Flower's Grid that calls the ClientApp directly.
 """
 import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -102,7 +106,8 @@ def test_a_missing_flower_is_one_line_saying_how_to_install(no_flower):
     assert 'pip install "fedverify[flower]"' in _one_line(err)
     for call in (lambda: vf.sgd_client_app(_problem(), ETA_L, K), lambda: vf.answer_partition_queries(object()),
                  lambda: vf.arrays_of(np.zeros(3)), lambda: vf.simulate(None, None, N),
-                 lambda: vf.discover_partitions(None, N)):
+                 lambda: vf.discover_partitions(None, N),
+                 lambda: vf.run_app(ROOT / "examples" / "flower_app", num_supernodes=N)):
         with pytest.raises(ModuleNotFoundError) as err:
             call()
         assert 'pip install "fedverify[flower]"' in _one_line(err)
@@ -112,7 +117,7 @@ def test_what_needs_no_flower_works_without_it(no_flower):
     assert "RecordingStrategy" in dir(vf) and "RecordingStrategy" not in vf.__all__
     namespace = {}
     exec("from verify.flower import *", namespace)          # a star import needs no Flower
-    assert "simulate" in namespace
+    assert {"simulate", "run_app", "AppRun", "FlowerRunError", "format_run_config"} <= set(namespace)
 
 
 def test_the_extra_names_flower():
@@ -419,30 +424,83 @@ def test_inconsistent_sizes_are_refused(tmp_path, flower):
         vf.RecordingStrategy(_fedavg())
 
 
-# --- with Flower's simulation engine (Ray) --------------------------------------------------
+# --- Flower's Simulation Runtime (Ray) ------------------------------------------------------
+
+def test_simulate_warns_once_that_run_simulation_is_deprecated(flower, monkeypatch):
+    """Each call issues one FutureWarning naming the supported path, ``run_app``."""
+    pytest.importorskip("ray", reason="Flower's simulation engine needs Ray (pip install \"flwr[simulation]\")")
+    import flwr.simulation
+
+    calls = []
+    monkeypatch.setattr(flwr.simulation, "run_simulation", lambda **kwargs: calls.append(kwargs))
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert vf.simulate("server", "client", N, cpus=1) >= 0
+        deprecation = [w for w in caught if issubclass(w.category, FutureWarning)]
+        assert len(deprecation) == 1 and deprecation[0].filename == __file__
+        message = str(deprecation[0].message)
+        assert "deprecated flwr.simulation.run_simulation" in message and "verify.flower.run_app" in message
+    assert [c["num_supernodes"] for c in calls] == [N, N] and calls[0]["server_app"] == "server"
+    assert "run_app" in vf.simulate.__doc__ and "deprecated" in vf.simulate.__doc__
+
 
 @pytest.mark.slow
 @pytest.mark.longest
 def test_the_readme_flower_example_runs_as_pasted(tmp_path):
-    """The README's Flower example, extracted and run as a reader would paste it, in a fresh
-    interpreter: a real Flower simulation (Ray) that follows the imposed trace, repeats
-    fedverify's FedAvg to rounding, writes run.jsonl and prints the verdict its comment shows.
-    (The other tests drive the strategy in process; this is the one real simulation.)"""
+    """The README's Flower example, extracted and run as a reader would paste it at the root of
+    the source tree, in a fresh interpreter: ``run_app`` of examples/flower_app (``flwr run``, the
+    path Flower supports) records Flower's FedAvg on the imposed trace (the participants it prints
+    and the record's selected and replied are the trace's S_t), repeats fedverify's FedAvg to
+    rounding, writes run.jsonl and prints the verdict its comment shows."""
     pytest.importorskip("flwr", reason=SKIP_REASON)
     pytest.importorskip("ray", reason="Flower's simulation engine needs Ray (pip install \"flwr[simulation]\")")
     import re
 
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
     source = next(b for b in blocks if "verify.flower" in b)
+    assert "run_app(" in source and "simulate" not in source
     shown = re.search(r"^# (holds\S* \(ref\): fedavg vs fedsum\.theorem_4_1: measured \S+)", source, re.M).group(1)
+    participants = re.search(r"^# (\[\[.*\]\])$", source, re.M).group(1)
+    shutil.copytree(ROOT / "examples" / "flower_app", tmp_path / "examples" / "flower_app")
     (tmp_path / "example.py").write_text(source, encoding="utf-8")
-    done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run([sys.executable, "-W", "error::FutureWarning", "example.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
-    assert shown in done.stdout
+    assert shown in done.stdout and participants in done.stdout.splitlines()
     record = load_record(tmp_path / "run.jsonl")
-    problem = Quadratic.random(6, 3, noise_std=0.0, seed=1)                     # the example's own settings
+    problem = Quadratic.random(6, 3, noise_std=0.0, seed=1)                     # the App's task.py
     trace = participation.preset("P1", n_clients=6, per_round=2).sample(10, seed=3)
     assert np.array_equal(record.mask, trace.mask) and np.array_equal(record.selected, trace.mask)
-    history = algorithms.run(algorithms.get("fedavg", eta_l=0.2, eta_g=1.0, local_steps=2), problem, trace, seed=0)
+    assert participants == str([np.flatnonzero(trace.mask[t]).tolist() for t in range(3)])
+    history = algorithms.run(algorithms.get("fedavg", eta_l=0.0005, eta_g=1.0, local_steps=2), problem, trace, seed=5)
+    np.testing.assert_allclose(record.metric("grad_norm2"), history.grad_norm2, rtol=1e-9, atol=1e-14)
+
+
+@pytest.mark.slow
+@pytest.mark.longest
+def test_simulate_runs_an_app_defined_in_python_and_warns(tmp_path, monkeypatch):
+    """``simulate`` (Flower's deprecated ``run_simulation``) still runs a ServerApp and a ClientApp
+    defined as Python objects: a real simulation that follows the imposed trace and repeats
+    fedverify's FedAvg to rounding, with the FutureWarning that names ``run_app``."""
+    pytest.importorskip("flwr", reason=SKIP_REASON)
+    pytest.importorskip("ray", reason="Flower's simulation engine needs Ray (pip install \"flwr[simulation]\")")
+    from flwr.serverapp import ServerApp
+
+    monkeypatch.chdir(tmp_path)
+    problem, trace = Quadratic.random(6, 3, noise_std=0.0, seed=1), participation.preset(
+        "P1", n_clients=6, per_round=2).sample(10, seed=3)
+    server_app = ServerApp()
+
+    @server_app.main()
+    def main(grid, context):
+        with _recorder(tmp_path / "run.jsonl", problem) as recorder:
+            strategy = vf.RecordingStrategy(_fedavg(), recorder, trace=trace, measure=vf.problem_measure(problem))
+            strategy.start(grid=grid, initial_arrays=vf.arrays_of(problem.x0), num_rounds=10)
+
+    with pytest.warns(FutureWarning, match="verify.flower.run_app"):
+        assert vf.simulate(server_app, vf.sgd_client_app(problem, ETA_L, K, seed=0), 6, cpus=1) > 0
+    record = load_record(tmp_path / "run.jsonl")
+    assert np.array_equal(record.mask, trace.mask) and np.array_equal(record.selected, trace.mask)
+    history = algorithms.run(algorithms.get("fedavg", eta_l=ETA_L, eta_g=1.0, local_steps=K), problem, trace, seed=0)
     np.testing.assert_allclose(record.metric("grad_norm2"), history.grad_norm2, rtol=1e-9, atol=1e-14)
