@@ -110,8 +110,9 @@ def test_flower_absent_prints_the_skip_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "flwr", None)          # import flwr → ImportError
     for name in [m for m in sys.modules if m.startswith("flwr.")]:   # submodules an earlier test imported
         monkeypatch.delitem(sys.modules, name)
-    monkeypatch.delitem(sys.modules, "verify.bench.flower_baseline", raising=False)
-    monkeypatch.delattr(bench, "flower_baseline", raising=False)
+    for name in ("verify.bench.flower_baseline", "verify.bench.flower_workload"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        monkeypatch.delattr(bench, name.rsplit(".", 1)[1], raising=False)
     row = bench.flower_ratio(quick=True)
     assert isinstance(row, bench.Skipped)
     line = bench.format_table([row])
@@ -130,6 +131,41 @@ def test_flower_failing_to_start_is_a_skip_with_the_reason(monkeypatch):
     assert isinstance(row, bench.Skipped) and row.reason == "Flower's simulation did not run: no resources"
 
 
+def test_the_shipped_flower_app_names_components_that_import():
+    """The App ``run_flower`` hands to ``flwr run`` lies in the package, and its pyproject.toml
+    (package data) names a ServerApp and a ClientApp of the package that Flower can load."""
+    peers = peers_module()
+    import fnmatch
+    import importlib
+    from pathlib import Path
+
+    try:
+        import tomllib
+    except ImportError:                                # Python 3.10
+        import tomli as tomllib
+    from flwr.clientapp import ClientApp
+    from flwr.common.config import validate_config
+    from flwr.serverapp import ServerApp
+
+    app = peers.app_dir()
+    assert app == Path(peers.__file__).resolve().parent / "flower-app"
+    config = tomllib.loads((app / "pyproject.toml").read_text(encoding="utf-8"))
+    valid, errors, _ = validate_config(config, check_module=True, project_dir=app)  # as flwr run checks it
+    assert valid, errors
+    components = config["tool"]["flwr"]["app"]["components"]
+    for kind, cls in (("serverapp", ServerApp), ("clientapp", ClientApp)):
+        module, _, attribute = components[kind].partition(":")
+        assert module.startswith("verify.bench.")                          # shipped with the package
+        assert isinstance(getattr(importlib.import_module(module), attribute), cls)
+    assert set(config["tool"]["flwr"]["app"]["config"]) == {"workload", "result"}
+    # every file of the App is package data of verify.bench (pyproject.toml's setuptools entry)
+    root = Path(bench.__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = project["tool"]["setuptools"]["package-data"]["verify.bench"]
+    files = [p.relative_to(app.parent).as_posix() for p in app.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    assert files and all(any(fnmatch.fnmatch(f, pattern) for pattern in patterns) for f in files), (files, patterns)
+
+
 def test_shared_batches_are_the_engines():
     peers = peers_module()
     from algorithms.noise import NoiseStream
@@ -143,12 +179,17 @@ def test_shared_batches_are_the_engines():
             assert torch.equal(batches.rows(client, t, k), engine[client])
 
 
-def test_flower_fedavg_computes_the_engines_fedavg(identity):
+def test_flower_fedavg_computes_the_engines_fedavg(identity, tmp_path):
     """Same data, batches, participation (full, partial and empty rounds) and aggregation:
-    the final parameters agree to float32 rounding, and so do the losses. The baseline's own
-    ServerApp main and ClientApp run in process, on Flower's strategy and messages; Ray, which
-    only carries the messages, is left to the Flower simulation tests and the bench itself."""
+    the final parameters agree to float32 rounding, and so do the losses. The App's own
+    ServerApp and ClientApp run in process, on Flower's strategy and messages, reading the run
+    config's workload file and writing its result file as under ``flwr run``; ``flwr run``
+    itself is left to the slow test below, the Flower App tests and the bench."""
     peers = peers_module()
+    from flwr.app import Context, RecordDict
+
+    from verify.bench import flower_workload
+
     work = tiny_workload()
     mask = np.ones((4, work.problem.n_clients), dtype=bool)
     mask[1, ::2] = False
@@ -156,9 +197,17 @@ def test_flower_fedavg_computes_the_engines_fedavg(identity):
     mask[3, 1:] = False
     work = bench.TrainingWorkload(work.problem, Trace(mask), work.eta_l, work.local_steps, work.batch_size, "",
                                   work.factory)
-    out = {}
-    grid = LocalGrid(peers.client_app(work.factory, 0, work.eta_l, work.local_steps), n=work.problem.n_clients)
-    peers.server_main(mask, peers.initial_weight(work.problem), out)(grid, None)
+    run_config = {"workload": str(tmp_path / "workload.npz"), "result": str(tmp_path / "result.json")}
+    flower_workload.write_workload(run_config["workload"], problem=work.problem, mask=mask,
+                                   initial=peers.initial_weight(work.problem), seed=0, eta_l=work.eta_l,
+                                   local_steps=work.local_steps)
+    grid = LocalGrid(flower_workload.client_app, n=work.problem.n_clients)
+    for context in grid.contexts.values():
+        context.run_config = dict(run_config)
+    flower_workload.server_app(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
+                                             run_config=dict(run_config)))
+    out = flower_workload.read_result(run_config["result"])
+    assert out["rounds"] == 4 and out["round-seconds"] > 0 and out["rounds-end"] >= out["rounds-start"]
     engine = bench._engine_fedavg(work).final_params
     params = peers.engine_params(out["weight"])
     assert sorted(grid.trained) == sorted((t, int(i)) for t in range(4) for i in np.flatnonzero(mask[t]))
@@ -168,6 +217,44 @@ def test_flower_fedavg_computes_the_engines_fedavg(identity):
     reference = work.problem.to(dtype=torch.float64)
     losses = [float(reference.loss(torch.as_tensor(x))) for x in (engine, params)]
     assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+
+
+def test_the_app_without_its_run_config_says_who_runs_it(identity):
+    peers_module()
+    from flwr.app import Context, RecordDict
+
+    from verify.bench import flower_workload
+
+    with pytest.raises(ValueError, match="run_flower"):
+        flower_workload.server_app(LocalGrid(flower_workload.client_app, n=2),
+                                   Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
+                                           run_config={"workload": "", "result": ""}))
+
+
+@pytest.mark.slow
+@pytest.mark.longest
+def test_flower_row_runs_the_shipped_app_with_flwr_run(monkeypatch):
+    """The row end to end on a tiny workload: ``flwr run`` of the shipped App (SuperLink, Ray,
+    one SuperNode per client), the same final model as the engine's, the rounds timed apart
+    from start-up and shutdown."""
+    peers = peers_module()
+    runs, run_flower = [], peers.run_flower
+
+    def recorded(*args, **kwargs):
+        runs.append(run_flower(*args, **kwargs))
+        return runs[-1]
+
+    monkeypatch.setattr(peers, "run_flower", recorded)
+    work = tiny_workload()
+    row = bench.flower_ratio(work=work)
+    assert isinstance(row, bench.Ratio), row
+    (run,) = runs
+    assert run.rounds == work.rounds
+    assert run.round_seconds > 0 and run.startup_seconds > 0 and run.shutdown_seconds >= 0
+    assert run.overhead_seconds == pytest.approx(run.startup_seconds + run.shutdown_seconds)
+    np.testing.assert_allclose(run.params, bench._engine_fedavg(work).final_params, rtol=0, atol=1e-5)
+    assert row.baseline == f"Flower {peers.version()}" and row.baseline_seconds == run.round_seconds
+    assert "final loss fedverify" in row.note and "start-up and shutdown" in row.note
 
 
 # ------------------------------------------------------------------------------ GPU
