@@ -114,10 +114,11 @@ def _fleet_members(n: int, rounds: int, seed: int, count: int) -> list[Member]:
 
 
 def _trace(member: Member, rounds: int, seed: int):
+    """The member's trace over ``rounds`` rounds (a fixed trace: its first ``rounds``)."""
     from participation import Trace
 
     if isinstance(member.pattern, Trace):
-        return member.pattern
+        return member.pattern if member.pattern.n_rounds <= rounds else Trace(np.asarray(member.pattern.mask)[:rounds])
     return member.pattern.sample(rounds, seed=seed)
 
 
@@ -185,6 +186,82 @@ def _tau(trace) -> tuple[int, float]:
 
     d = delay_metrics(trace)
     return int(d.tau_max), float(d.tau_avg)
+
+
+#: A timed check of :func:`estimate_seconds` runs on a horizon four times longer than the last
+#: until it takes ``TIMED_SECONDS`` (or reaches the study's T): long enough for the clock.
+TIMED_SECONDS = 0.05
+#: Trace cells a member's participation rate is measured on, at most (its first rounds).
+RATE_CELLS = 2_000_000
+
+
+def study_bytes(n_clients: int, rounds: int, members, seeds: int) -> int:
+    """Peak bytes :func:`run` holds: every member's trace (a byte a cell), and one check's batch
+    of ``seeds`` runs: their masks stacked (a byte a cell each) and the (round, run, client)
+    indices of each run's active cells (24 bytes each), at the family's highest rate."""
+    cells = int(rounds) * int(n_clients)
+    rate = max((_rate(m, min(rounds, 64), 0) for m in members), default=1.0)
+    return len(members) * cells + int(seeds) * cells * (1 + 24 * rate)
+
+
+def _rate(member: Member, rounds: int, seed: int) -> float:
+    """The share of available cells in the member's first ``rounds`` rounds."""
+    mask = np.asarray(_trace(member, rounds, seed).mask)
+    return float(mask.mean()) if mask.size else 0.0
+
+
+def estimate_seconds(algorithm: str, problem, rounds: int, *, members, seeds, local_steps: int = 2,
+                     regimes=("theorem", "fixed", "safe"), constants=None, trace_seed: int = 0) -> float:
+    """Seconds :func:`run` will take with these arguments (``given`` aside, which costs what any
+    regime costs), from short timed checks, never from a
+    full-size one. A check's time is a cost per round plus a cost per active client-round (its
+    seeds' runs train the clients taking part): both are fitted on two checks over the same
+    short horizon, on the members of highest and lowest rate, and applied to every member at
+    its own rate (measured on its first rounds, ``RATE_CELLS`` cells at most) over ``rounds``
+    rounds. The horizon starts at one round and grows fourfold until a check takes
+    ``TIMED_SECONDS``. Sampling the traces is timed on that horizon and scaled; the anchors of
+    the fixed and safe regimes cost a check of one seed."""
+    import time
+
+    from participation import Trace
+
+    from .checking import check
+
+    n = problem.n_clients
+    seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    if constants is None:
+        from .constants import estimate_constants
+
+        constants = estimate_constants(problem)
+    probe = min(rounds, max(1, RATE_CELLS // n))
+    rates = [_rate(m, probe, trace_seed) for m in members]
+    low, high = int(np.argmin(rates)), int(np.argmax(rates))
+
+    def timed(member, horizon, count=len(seeds)):
+        trace = Trace(np.asarray(_trace(member, horizon, trace_seed).mask)[:horizon])
+        begin = time.perf_counter()
+        check(algorithm, problem, trace, "fedsum.theorem_4_1", seeds=seeds[:count], local_steps=local_steps,
+              constants=constants)
+        return time.perf_counter() - begin, float(np.asarray(trace.mask).sum()) / horizon
+
+    timed(members[high], 1, 1)                              # the first check pays for warming up
+    horizon = 1
+    while True:
+        t_high, active_high = timed(members[high], horizon)
+        if t_high >= TIMED_SECONDS or horizon >= rounds:
+            break
+        horizon = min(rounds, 4 * horizon)
+    t_low, active_low = timed(members[low], horizon) if low != high else (t_high, active_high)
+    per_cell = (t_high - t_low) / horizon / (active_high - active_low) if active_high > active_low else 0.0
+    per_cell = min(max(per_cell, 0.0), t_high / horizon / max(active_high, 1.0))
+    per_round = max(t_high / horizon - per_cell * active_high, 0.0)
+    begin = time.perf_counter()
+    for member in members:
+        _trace(member, horizon, trace_seed)
+    sampling = (time.perf_counter() - begin) * rounds / horizon
+    checks = [rounds * (per_round + per_cell * rate * n) for rate in rates]
+    anchors = sum(regime in ("fixed", "safe") for regime in regimes)
+    return sampling + len(regimes) * sum(checks) + anchors * max(checks, default=0.0) / len(seeds)
 
 
 def _row(regime: str, member: Member, trace, result) -> dict:

@@ -41,6 +41,10 @@ MODELS = ("mlp", "cnn")
 _EVAL_ROWS = 1024            # samples per forward pass in ``accuracy``
 _GRAD_FLOATS = 2**27         # per-sample gradient floats held at once in ``gradient_variance``
 _GROUPED_PASS = 16           # on a CPU, mini-batches above twice this run through the grouped network in passes of it
+#: Padded sample positions (clients × positions per client) one vmapped pass of a full-data
+#: evaluation holds at most when ``chunk_size`` is set (the CNNs). A pass is one autograd call,
+#: which a Ctrl-C cannot stop; Python sees the interrupt between passes, so they are kept short.
+_PASS_POSITIONS = 512
 #: ``constants()`` effort by model: (power iterations, L-BFGS iterations for f*, samples per client for L, σ²).
 _EFFORT = {"mlp": (50, 300, None), "cnn": (10, 0, 64)}
 
@@ -273,17 +277,26 @@ class Classifier(ClientDataProblem):
     def _over_samples(self, fn, args, arg_dims, data: ClientData | None = None, rows=None):
         """Σ over chunks of ``chunk_size`` padded positions of vmap(fn)(*args, A, y, w), clients
         (``rows`` of ``data``, default all) on the vmapped axis. Exact for any fn linear in w
-        (losses, their gradients and Hessian-vector products)."""
+        (losses, their gradients and Hessian-vector products). With ``chunk_size`` set, a pass
+        takes as many clients as fit in ``_PASS_POSITIONS`` positions (one at least): the
+        clients' rows (and the rows of the arguments mapped on axis 0) go in further passes."""
         d = self.data if data is None else data
-        rows = slice(None) if rows is None else rows
         n = d.X.shape[1]
         step = self.chunk_size or n
         batched = vmap(fn, in_dims=(*arg_dims, 0, 0, 0))
-        total = 0
-        for start in range(0, n, step):
-            cut = slice(start, start + step)
-            total = total + batched(*args, d.X[rows, cut], d.y[rows, cut], d.weights[rows, cut])
-        return total
+        count = d.X.shape[0] if rows is None else len(rows)
+        per_pass = count if self.chunk_size is None else max(1, _PASS_POSITIONS // min(step, n))
+        parts = []
+        for first in range(0, max(count, 1), max(per_pass, 1)):
+            part = slice(first, first + per_pass) if per_pass < count else slice(None)
+            which = part if rows is None else rows[part]
+            mapped = [a[part] if dim == 0 else a for a, dim in zip(args, arg_dims)]
+            total = 0
+            for start in range(0, n, step):
+                cut = slice(start, start + step)
+                total = total + batched(*mapped, d.X[which, cut], d.y[which, cut], d.weights[which, cut])
+            parts.append(total)
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     # -- FederatedProblem -------------------------------------------------------------
     def loss(self, x: torch.Tensor) -> torch.Tensor:

@@ -151,7 +151,7 @@ def test_experiment_with_many_local_steps_says_how_long_before_it_starts(workdir
         return real(problem, rounds, **options)
 
     monkeypatch.setattr(experiment, "fedsum_experiment", only_short_runs)
-    code, _, err = cli([*EXPERIMENT, "--rounds", "1", "-K", "100000000"])
+    code, _, err = cli([*EXPERIMENT, "--rounds", "1", "-K", "100000000", "--long"])    # announced at hours
     assert code == 130, err
     lines = err.splitlines()
     assert lines[0].startswith("fedverify: experiment: 1 runs of 1 rounds on digits (N=4), about "), err

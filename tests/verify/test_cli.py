@@ -430,11 +430,13 @@ def _registered_by_tests():
 
 @pytest.mark.parametrize("command, flags", [
     ("mc", ("--rounds", "--reps", "--seed", "--confidence", "--no-progress")),
-    ("experiment", ("--rounds", "--patterns", "--record-every", "--seed", "--algorithms")),
+    ("experiment fedsum", ("--rounds", "--patterns", "--record-every", "--seed", "--algorithms")),
+    ("experiment delays", ("--rounds", "--regimes", "--rate", "--seed", "--eta-g", "--long")),
 ])
 def test_every_option_is_described(command, flags):
-    parser = cli.build_parser()
-    sub = parser._subparsers._group_actions[0].choices[command]
+    sub = cli.build_parser()
+    for word in command.split():
+        sub = sub._subparsers._group_actions[0].choices[word]
     described = {s: a.help for a in sub._actions for s in a.option_strings}
     for flag in flags:
         assert described.get(flag), f"{command} {flag} has no help"

@@ -8,8 +8,9 @@ second with runs in batches against the same runs one at a time (``verify.bench.
 training rounds against a per-client loop with a torch
 module and optimiser per client; FedAvg against Flower's simulation engine on the same
 workload (when ``fedverify[flower]`` is installed); worst-case programmes handed to Clarabel
-directly against PEPit's cvxpy path (``verify.bench.worst_case``); and, where a CUDA device is present,
-delay metrics and training rounds on it against the same code on the CPU.
+directly against PEPit's cvxpy path (``verify.bench.worst_case``); the time a mistyped command
+line takes to be answered against ``fedverify --help`` (``verify.bench.mistakes``); and, where a
+CUDA device is present, delay metrics and training rounds on it against the same code on the CPU.
 ``report`` prints them as one table.
 """
 from __future__ import annotations
@@ -480,12 +481,13 @@ def _best_time(fn, repeats: int = 3, enough: float = 2.0) -> float:
 
 def run_all(quick: bool = False, workers: int = 1) -> list[Ratio | Skipped]:
     from .checks import batch_ratios
+    from .mistakes import mistake_latency_ratio
     from .worst_case import worst_case_ratios
 
     return [delay_metrics_ratio(quick=quick), *monte_carlo_ratios(quick=quick, workers=workers), *batch_ratios(quick),
             *training_round_ratios(quick=quick), cnn_local_step_ratio(quick=quick),
             cnn_local_step_ratio(quick=quick, batch=128), flower_ratio(quick=quick),
-            *worst_case_ratios(quick=quick), *gpu_ratios(quick=quick)]
+            *worst_case_ratios(quick=quick), mistake_latency_ratio(quick=quick), *gpu_ratios(quick=quick)]
 
 
 def format_table(rows: list[Ratio | Skipped]) -> str:

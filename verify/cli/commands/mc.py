@@ -10,6 +10,9 @@ from . import add_long_option, announce_mc, arguments, check_plot, parse_setting
 
 HELP = "E[τ_max] and E[τ_avg] per preset: exact, Monte-Carlo with confidence intervals, paper bound"
 
+#: The most replicates --stderr may use, when --max-reps is not given.
+MAX_REPS = 1 << 20
+
 #: What a worker runs, imported once by the forkserver (not the sweep's torch).
 _WORKER_MODULES = ("participation.expected.montecarlo", "participation.patterns")
 
@@ -66,8 +69,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--stderr", type=float, default=None, metavar="SE",
                         help="instead of --reps: replicates until both standard errors are ≤ SE (checked after 64, 128, "
                              "256, … replicates, so the answer does not depend on --workers); at most --max-reps")
-    parser.add_argument("--max-reps", type=arguments.positive(int), default=1 << 20,
-                        help="the most replicates --stderr may use (default 1048576)")
+    parser.add_argument("--max-reps", type=arguments.positive(int), default=None,
+                        help=f"with --stderr: the most replicates it may use (default {MAX_REPS})")
     parser.add_argument("--seed", type=arguments.seed, default=0,
                         help="seed of the replicates (default 0); the same seed gives the same numbers for any --workers")
     parser.add_argument("--workers", type=arguments.processes, default=1,
@@ -99,8 +102,12 @@ def run(args) -> str:
             raise UsageError("give --reps or --stderr, not both")
         if not 0 < args.stderr < float("inf"):
             raise UsageError(f"--stderr must be a positive number, got {args.stderr}")
-    elif args.reps is None:
-        args.reps = 1000
+        args.max_reps = MAX_REPS if args.max_reps is None else args.max_reps
+    else:
+        if args.max_reps is not None:
+            raise UsageError("--max-reps bounds the replicates of --stderr: give it with --stderr")
+        if args.reps is None:
+            args.reps = 1000
     from participation.expected.montecarlo import METHODS
 
     if args.method not in METHODS:
