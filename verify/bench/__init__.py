@@ -6,7 +6,7 @@ The rows: delay metrics against the plain numpy form; Monte-Carlo E[τ_max] agai
 loop over freshly drawn traces; checks, paper tables, a conformance search and rounds per
 second with runs in batches against the same runs one at a time (``verify.bench.checks``);
 training rounds against a per-client loop with a torch
-module and optimiser per client; FedAvg against Flower's simulation engine on the same
+module and optimiser per client; FedAvg against Flower (its Simulation Runtime, by flwr run) on the same
 workload (when ``fedverify[flower]`` is installed); worst-case programmes handed to Clarabel
 directly against PEPit's cvxpy path (``verify.bench.worst_case``); the time a mistyped command
 line takes to be answered against ``fedverify --help`` (``verify.bench.mistakes``); and, where a
@@ -367,12 +367,14 @@ def cnn_local_step_ratio(quick: bool = False, clients: int = 20, batch: int = 10
 
 
 def flower_ratio(quick: bool = False, work: TrainingWorkload | None = None) -> Ratio | Skipped:
-    """FedAvg on the training workload in the engine against Flower's simulation engine
-    (``verify.flower_baseline``: same clients and data, model, batches, participation, K, B, η_l and
-    aggregation, float32 CPU), each side from x_0 = 0 for all rounds.
+    """FedAvg on the training workload in the engine against the bench's Flower App run by
+    ``flwr run`` in Flower's Simulation Runtime (``verify.bench.flower_baseline``: same clients
+    and data, model, batches, participation, K, B, η_l and aggregation, float32 CPU), each side
+    from x_0 = 0 for all rounds.
 
-    Flower's time is that of its rounds alone, in one run (Ray start-up and shutdown are
-    in the note; a second run would start Ray again); the engine's is its whole ``run``,
+    Flower's time is that of its rounds alone, timed inside the ServerApp (``flwr run``'s
+    start-up of the SuperLink, Ray and the SuperNodes, and its shutdown, are in the note); the
+    engine's is its whole ``run``,
     best of 3. The note gives both final losses f(x_T) (float64) and the largest
     difference of the final parameters, which show that the ratio is one of equal work.
     Skipped, with the reason, when Flower is not installed or its simulation cannot start.
@@ -401,7 +403,8 @@ def flower_ratio(quick: bool = False, work: TrainingWorkload | None = None) -> R
     rounds = work.rounds
     note = (f"final loss fedverify {loss['fedverify']:.6f}, Flower {loss['Flower']:.6f} (max |Δx| {gap:.1e});"
             f" per round Flower {duration(flower.round_seconds / rounds)}, fedverify {duration(engine / rounds)};"
-            f" Flower start-up and shutdown {duration(flower.overhead_seconds)}, not counted")
+            f" Flower start-up {duration(flower.startup_seconds)} and shutdown {duration(flower.shutdown_seconds)}"
+            " (flwr run), not counted")
     return Ratio(name, work.description, flower.round_seconds, engine, baseline=f"Flower {flower_baseline.version()}",
                  note=note)
 
