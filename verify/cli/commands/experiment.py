@@ -29,6 +29,9 @@ DELAY_FILES = ("delays.json", "delays.csv", "delays.md", "delays-theorem.png", "
 #: The files ``experiment tightness`` writes into --output (beside its store, OUTPUT/cells).
 TIGHTNESS_FILES = ("tightness.json", "tightness.csv", "tightness.md", "tightness-T.png", "tightness-NK.png",
                    "tightness-equal-tau.png")
+#: The files ``experiment measures`` writes into --output (beside its stores, OUTPUT/cells and
+#: OUTPUT/cnn).
+MEASURES_FILES = ("measures.json", "measures.md", "models.csv", "traces.csv", "measures.png", "report.md")
 #: The files ``experiment --seeds`` writes into --output.
 SEED_FILES = ("seeds.json", "seeds.csv", "seeds.md", "seeds.png")
 
@@ -69,16 +72,19 @@ KIND_HELP = {
               "Thm 4.1's bound",
     "tightness": "FedSUM Thm 4.1's and Cor 4.1's bounds at sigma^2 = 0 beside the exact worst case (performance "
                  "estimation)",
+    "measures": "which participation measure predicts convergence: traces of every sampler, FedSUM-CR, FedAvg and "
+                "SCAFFOLD on a quadratic and on logistic regression at three label splits (and the digits CNN), models "
+                "of the measured side compared by leave-one-sampler-out error",
 }
 
 
 def add_arguments(parser) -> None:
     """The kinds of ``experiment``, each a sub-command with only the options it uses."""
     kinds = parser.add_subparsers(dest="name", metavar="KIND", required=True, parser_class=KindParser,
-                                  help="fedsum, delays or tightness; fedverify experiment KIND --help lists its "
-                                       "options")
+                                  help="fedsum, delays, tightness or measures; fedverify experiment KIND --help lists "
+                                       "its options")
     for name, add in (("fedsum", _fedsum_arguments), ("delays", _delays_arguments),
-                      ("tightness", _tightness_arguments)):
+                      ("tightness", _tightness_arguments), ("measures", _measures_arguments)):
         sub = kinds.add_parser(name, help=KIND_HELP[name], description=KIND_HELP[name])
         add(sub)
         sub.add_argument("--output", "-o", type=arguments.path, default="fedverify-experiment",
@@ -178,8 +184,21 @@ def _tightness_arguments(parser) -> None:
                         help="no line per solved programme while it works (the table comes at the end either way)")
 
 
+def _measures_arguments(parser) -> None:
+    parser.add_argument("--quick", action="store_true",
+                        help="the small design (N=8, T=40, two algorithms, two problems): minutes instead of the full "
+                             "study's hours")
+    parser.add_argument("--part", choices=("convex", "cnn", "both"), default="both",
+                        help="convex: the quadratic and logistic problems; cnn: the smaller digits-CNN design (into "
+                             "OUTPUT/cnn); both (default)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no line per finished cell while it works (the report comes at the end either way)")
+
+
 def run(args) -> str:
     """The experiment ``args.name``; writes its files into --output."""
+    if args.name == "measures":
+        return _run_measures(args)
     if args.name == "delays":
         return _run_delays(args)
     if args.name == "tightness":
@@ -449,3 +468,52 @@ def _run_tightness(args) -> str:
     paths = tightness_study.write(result, args.output)
     title = "FedSUM Thm 4.1 / Cor 4.1 at sigma^2 = 0 against the exact worst case (L = Delta_f = F_0 = 1)"
     return "\n".join([title, tightness_study.markdown(result), "wrote " + ", ".join(str(p) for p in paths)])
+
+
+def _run_measures(args) -> str:
+    """The measures study: every cell is kept in OUTPUT/cells (OUTPUT/cnn/cells for the CNN), so a
+    stopped study resumes; the report of what is saved goes to OUTPUT/report.md."""
+    from participation.budget import human_seconds
+    from verify import measures_study as ms
+    from verify.measures_study import report
+
+    if args.quick and args.part == "cnn":
+        raise UsageError("--quick is the small convex design and has no CNN part: leave out --part cnn")
+    output = Path(args.output)
+    writable_folder(output, "--output", MEASURES_FILES)
+    parts = [("convex", ms.quick_design() if args.quick else ms.Design(), output)]
+    if args.part in ("cnn", "both") and not args.quick:
+        parts.append(("cnn", ms.cnn_design(), output / "cnn"))
+    if args.part == "cnn":
+        parts = parts[1:]
+    plans = [(name, ms.plan(design), folder) for name, design, folder in parts]
+    seconds = sum(ms.estimate_seconds(plan, folder) for _, plan, folder in plans)
+    todo = sum(len(ms.pending(plan, folder)) for _, plan, folder in plans)
+    require_long(seconds, f"experiment measures: {todo} cells to run", args.long)
+    announce(f"experiment measures: {sum(len(plan.cells) for _, plan, _ in plans)} cells, {todo} to run, about "
+             f"{human_seconds(seconds)}")
+
+    def finished(done, total, cell):
+        if not args.no_progress:
+            progress_line(f"{done}/{total} {cell[0]}, {cell[1]}, step {cell[2]:g}")
+
+    written = []
+    for name, plan, folder in plans:
+        ms.run(plan, folder, on_cell=finished)
+        result = ms.collect(plan, folder)
+        ranks = ms.worst_case_ranks(_tightness_rows()) if name == "convex" else []
+        written += report.write(result, ms.analyse(result), ranks, folder)
+    if (output / "measures.json").is_file():
+        written.append(report.write_page(output))
+    page = (output / "report.md").read_text(encoding="utf-8") if (output / "report.md").is_file() else ""
+    return "\n".join([page.split("## Findings", 1)[-1].split("\n## ", 1)[0].strip() if page else "",
+                      "wrote " + ", ".join(str(p) for p in written)]).strip()
+
+
+def _tightness_rows() -> list[dict]:
+    """The rows of the tightness study saved with fedverify's source (its equal-τ traces and
+    their exact worst cases), or none when the source tree is not there."""
+    import json
+
+    saved = Path(__file__).resolve().parents[3] / "docs" / "reproductions" / "fedsum-tightness" / "tightness.json"
+    return json.loads(saved.read_text(encoding="utf-8"))["rows"] if saved.is_file() else []
