@@ -184,3 +184,18 @@ def test_rerunning_saved_cells_gives_the_saved_numbers():
             want = np.array([[float(v) for v in stored[column][j]] for j in index])
             got = np.array([[float(v) for v in row] for row in fresh[column]])
             np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
+def test_worst_case_ranks_follow_a_measure_that_orders_the_worst_cases():
+    """Rows of one equal-τ group whose worst cases rise with the longest empty run: ρ = 1 for it."""
+    from participation.measures import longest_empty_run
+    from verify.measures_study.study import _sets_mask, worst_case_ranks
+
+    traces = ["0 1 01 0 1 01", "0 - 1 0 1 01", "01 - - 0 1 0", "0 - - - 1 01"]
+    runs = [longest_empty_run(_sets_mask(t, 2)) for t in traces]
+    assert len(set(runs)) == len(runs)
+    rows = [{"kind": "equal_tau", "group": "g", "algorithm": "fedsum-b", "trace": t, "n_clients": 2, "local_steps": 1,
+             "eta_l": 0.1, "eta_g": 1.0, "worst_case": 1.0 + r} for t, r in zip(traces, runs)]
+    ranks = {r["measure"]: r for r in worst_case_ranks(rows)}
+    assert ranks["longest_empty_run"]["worst_case_mean_spearman"] == pytest.approx(1.0)
+    assert ranks["longest_empty_run"]["groups_varying"] == 1
