@@ -199,3 +199,22 @@ def test_worst_case_ranks_follow_a_measure_that_orders_the_worst_cases():
     ranks = {r["measure"]: r for r in worst_case_ranks(rows)}
     assert ranks["longest_empty_run"]["worst_case_mean_spearman"] == pytest.approx(1.0)
     assert ranks["longest_empty_run"]["groups_varying"] == 1
+
+
+def test_the_readme_quotes_the_saved_findings():
+    """The README's sentence on the study, recomputed from the saved analysis."""
+    from verify.measures_study.report import model_summary
+
+    saved = _saved()
+    readme = " ".join((SAVED.parents[2] / "README.md").read_text(encoding="utf-8").split())
+    cells = {}
+    for problem in saved["result"]["design"]["problems"]:
+        summary = {m["model"]: m for m in model_summary(saved["analysis"], problem)}
+        assert summary["τ_avg"]["rmse"] < summary["τ_max"]["rmse"], problem           # τ_avg alone predicts better
+        cells[problem] = summary["τ_max + τ_avg + mixing_time"]["above"]
+    assert cells["logistic α=0.1"] == cells["logistic α=0.5"] == 8
+    assert f"{cells['logistic α=0.1']} of 9 (algorithm, step) cells on each Dirichlet split" in readme
+    assert f"({cells['logistic α=∞']} of 9 on the i.i.d. split, {cells['quadratic']} of 9 on the quadratic)" in readme
+    ranks = {r["measure"]: r for r in saved["worst_case"]}["longest_empty_run"]
+    assert (f"ρ {ranks['worst_case_mean_spearman']:.2f} against {ranks['measured_mean_spearman']:.2f}"
+            .replace("-", "−") in readme)

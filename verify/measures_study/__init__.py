@@ -15,6 +15,7 @@ measures (:mod:`participation.measures`) predicts it on samplers a model has not
 * :mod:`.report` — the report, its findings computed from the data, figures and files.
 """
 from .runs import Design
-from .study import analyse, collect, pending, plan, quick_design, run, worst_case_ranks
+from .study import analyse, cnn_design, collect, estimate_seconds, pending, plan, quick_design, run, worst_case_ranks
 
-__all__ = ["Design", "plan", "pending", "run", "collect", "analyse", "quick_design", "worst_case_ranks"]
+__all__ = ["Design", "plan", "pending", "run", "collect", "analyse", "quick_design", "cnn_design", "estimate_seconds",
+           "worst_case_ranks"]
