@@ -218,3 +218,16 @@ def test_the_readme_quotes_the_saved_findings():
     ranks = {r["measure"]: r for r in saved["worst_case"]}["longest_empty_run"]
     assert (f"ρ {ranks['worst_case_mean_spearman']:.2f} against {ranks['measured_mean_spearman']:.2f}"
             .replace("-", "−") in readme)
+
+
+def test_the_readme_quotes_the_saved_cnn_findings():
+    from verify.measures_study import report
+
+    if not (SAVED / "cnn" / "measures.json").is_file():
+        pytest.skip("the saved CNN study is not in this tree")
+    cnn = report.load(SAVED / "cnn")
+    readme = " ".join((SAVED.parents[2] / "README.md").read_text(encoding="utf-8").split())
+    problem = cnn["result"]["design"]["problems"][0]
+    assert all(m["above"] == 0 for m in report.model_summary(cnn["analysis"], problem))
+    ratios = [c["onoff"] / c["handover"] for c in cnn["analysis"]["handover"]]
+    assert f"cost {min(ratios):.3g} to {max(ratios):.3g} times what groups that hand over" in readme
