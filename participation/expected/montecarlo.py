@@ -15,6 +15,8 @@ import warnings
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
+import math
+
 import numpy as np
 from scipy import stats
 
@@ -57,6 +59,8 @@ class Estimate:
         return cls(mean, stderr, mean - half, mean + half, qs, confidence)
 
     def __str__(self) -> str:
+        if math.isnan(self.stderr):
+            return f"{self.mean:.4g} (one replicate: no standard error or interval)"
         return f"{self.mean:.4g} ± {self.stderr:.2g} ({self.confidence:.0%} CI [{self.ci_low:.4g}, {self.ci_high:.4g}])"
 
 

@@ -365,3 +365,12 @@ def test_replay_is_its_own_expectation():
     trace = Trace(np.array([[1, 0], [1, 0], [1, 0], [0, 1]], dtype=bool))
     assert np.array_equal(exact_tau_t(Replay(trace), 4), [1, 2, 3, 1])
     assert exact_tau_max(Replay(trace), 4) == 3 and exact_tau_avg(Replay(trace), 4) == 1.75
+
+
+def test_one_replicate_is_printed_without_a_standard_error_not_as_nan():
+    from participation.expected import monte_carlo
+
+    mc = monte_carlo(preset("P1", n_clients=10, per_round=2), 20, 1, 0)
+    text = str(mc.tau_max)
+    assert "nan" not in text and "one replicate: no standard error or interval" in text
+    assert "nan" not in str(monte_carlo(preset("P1", n_clients=10, per_round=2), 20, 2, 0).tau_max)

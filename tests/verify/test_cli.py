@@ -607,3 +607,8 @@ def test_help_and_list_load_no_numerics(argv):
             "                         'verify.theorems') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_delays_with_one_replicate_prints_a_dash_for_the_standard_error():
+    done = run_main("delays", "P1", "-T", "30", "--reps", "1")
+    assert done.returncode == 0 and "nan" not in done.stdout and "±     —" in done.stdout

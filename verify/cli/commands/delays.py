@@ -238,11 +238,17 @@ def run(args) -> str:
         except ValueError:
             stated = tightest = f"{'—':>8s}"
         lines.append(f"{name:24s} {_exact_or_dash(exact_tau_avg, pattern, args.rounds):>10s} "
-                     f"{mc.tau_avg.mean:9.3f} ± {mc.tau_avg.stderr:5.3f} {_exact_or_dash(exact_tau_max, pattern, args.rounds):>10s} "
-                     f"{mc.tau_max.mean:9.2f} ± {mc.tau_max.stderr:5.2f} {stated} {tightest}")
+                     f"{mc.tau_avg.mean:9.3f} ± {_stderr(mc.tau_avg.stderr, 3)} "
+                     f"{_exact_or_dash(exact_tau_max, pattern, args.rounds):>10s} "
+                     f"{mc.tau_max.mean:9.2f} ± {_stderr(mc.tau_max.stderr, 2)} {stated} {tightest}")
     if args.plot:
         from ...report import plot_delays
 
         series = {name: delay_metrics(p.sample(args.rounds, seed=args.seed)).tau for name, p in patterns.items()}
         lines.append(f"plot: {plot_delays(series, args.plot, f'τ_t of one trace per preset (seed {args.seed})')}")
     return "\n".join(lines)
+
+
+def _stderr(value: float, digits: int) -> str:
+    """A standard error in a 5-wide column; a dash where one replicate gives none."""
+    return f"{'—':>5s}" if value != value else f"{value:5.{digits}f}"
