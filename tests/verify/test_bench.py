@@ -254,7 +254,7 @@ def test_flower_row_runs_the_shipped_app_with_flwr_run(monkeypatch):
     assert run.overhead_seconds == pytest.approx(run.startup_seconds + run.shutdown_seconds)
     np.testing.assert_allclose(run.params, bench._engine_fedavg(work).final_params, rtol=0, atol=1e-5)
     assert row.baseline == f"Flower {peers.version()}" and row.baseline_seconds == run.round_seconds
-    assert "final loss fedverify" in row.note and "start-up and shutdown" in row.note
+    assert "final loss fedverify" in row.note and "Flower start-up" in row.note and "and shutdown" in row.note and "not counted" in row.note
 
 
 # ------------------------------------------------------------------------------ GPU
