@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...patterns import OnOffCycles
-from .sampler import Sampler
+from .sampler import FunctionSampler
 
 #: Values (replicates × (2C + N)) one chunk aims at, and the most replicates a chunk holds.
 CHUNK_VALUES, MAX_CHUNK = 1 << 22, 4096
@@ -48,15 +48,15 @@ def applies(pattern) -> bool:
             and type(pattern)._phases is OnOffCycles._phases)
 
 
-def chunk_size(pattern: OnOffCycles) -> int:
-    """Replicates per chunk: about ``CHUNK_VALUES`` values of the period and phase arrays."""
+def chunk_size(pattern: OnOffCycles, rounds: int) -> int:
+    """Replicates per chunk: about ``CHUNK_VALUES`` values of the period and phase arrays (any ``rounds``)."""
     return int(np.clip(CHUNK_VALUES // (2 * pattern.period + pattern.n_clients), 1, MAX_CHUNK))
 
 
-def chunk_bytes(pattern: OnOffCycles, count: int) -> int:
+def chunk_bytes(pattern: OnOffCycles, rounds: int, count: int) -> int:
     """Peak bytes of :func:`cycle_chunk` for ``count`` replicates: the phases and ramp
     positions (int64, four arrays of N) and the unrolled period with its prefix maximum and
-    sums (int64, four arrays of 2C)."""
+    sums (int64, four arrays of 2C), whatever ``rounds``."""
     return 8 * count * (4 * pattern.n_clients + 8 * pattern.period)
 
 
@@ -104,22 +104,6 @@ def cycle_chunk(pattern: OnOffCycles, rounds: int, root, first: int, count: int)
     return cycle_delays(pattern, rounds, phases)
 
 
-class _Cycles(Sampler):
-    """Method "cycles": the law is the pattern itself (``OnOffCycles`` where :func:`applies`)."""
-
-    method, needs = "cycles", "an OnOffCycles pattern and no device"
-
-    def applies(self, pattern, rounds, *, auto, device=None):
-        return pattern if device is None and applies(pattern) else None
-
-    def chunk_size(self, law, rounds, reps):
-        return chunk_size(law)
-
-    def chunk_bytes(self, law, rounds, count):
-        return chunk_bytes(law, count)
-
-    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
-        return cycle_chunk(law, rounds, root, first, count)
-
-
-SAMPLER = _Cycles()
+#: Method "cycles": the law is the pattern itself (``OnOffCycles`` where :func:`applies`).
+SAMPLER = FunctionSampler("cycles", "an OnOffCycles pattern and no device", __name__, accepts="applies",
+                          size="chunk_size", peak="chunk_bytes", draw="cycle_chunk")

@@ -22,7 +22,7 @@ import numpy as np
 from ..._random import keyed_uniforms
 from ...patterns import ReshuffledCyclic
 from ...patterns.sampling import EPOCH_BLOCK
-from .sampler import CHUNK_CELLS, Sampler
+from .sampler import CHUNK_CELLS, FunctionSampler
 
 
 def applies(pattern) -> bool:
@@ -30,15 +30,15 @@ def applies(pattern) -> bool:
     return isinstance(pattern, ReshuffledCyclic) and type(pattern)._generate is ReshuffledCyclic._generate
 
 
-def chunk_size(pattern: ReshuffledCyclic) -> int:
+def chunk_size(pattern: ReshuffledCyclic, rounds: int) -> int:
     """Replicates per chunk: their draw units (``EPOCH_BLOCK`` epochs of N uniforms each) hold
-    about ``CHUNK_CELLS`` / 4 values."""
+    about ``CHUNK_CELLS`` / 4 values, whatever ``rounds``."""
     return max(1, CHUNK_CELLS // (EPOCH_BLOCK * pattern.n_clients * 4))
 
 
-def chunk_bytes(pattern: ReshuffledCyclic, count: int) -> int:
+def chunk_bytes(pattern: ReshuffledCyclic, rounds: int, count: int) -> int:
     """Memory of one chunk of ``count`` replicates: a draw unit's uniforms and orders, and
-    the per-epoch work arrays."""
+    the per-epoch work arrays, whatever ``rounds``."""
     n, groups = pattern.n_clients, -(-pattern.n_clients // pattern.per_round)
     return count * (EPOCH_BLOCK * n * 24 + 8 * (6 * n + 4 * (groups + 1) * pattern.per_round + 8 * groups))
 
@@ -86,22 +86,6 @@ def epoch_chunk(pattern: ReshuffledCyclic, rounds: int, root, first: int, count:
     return tau_max, tau_sum / rounds
 
 
-class _Epochs(Sampler):
-    """Method "epochs": the law is the pattern itself (``ReshuffledCyclic`` where :func:`applies`)."""
-
-    method, needs = "epochs", "a ReshuffledCyclic pattern and no device"
-
-    def applies(self, pattern, rounds, *, auto, device=None):
-        return pattern if device is None and applies(pattern) else None
-
-    def chunk_size(self, law, rounds, reps):
-        return chunk_size(law)
-
-    def chunk_bytes(self, law, rounds, count):
-        return chunk_bytes(law, count)
-
-    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
-        return epoch_chunk(law, rounds, root, first, count)
-
-
-SAMPLER = _Epochs()
+#: Method "epochs": the law is the pattern itself (``ReshuffledCyclic`` where :func:`applies`).
+SAMPLER = FunctionSampler("epochs", "a ReshuffledCyclic pattern and no device", __name__, accepts="applies",
+                          size="chunk_size", peak="chunk_bytes", draw="epoch_chunk")

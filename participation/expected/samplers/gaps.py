@@ -47,7 +47,7 @@ import numpy as np
 from scipy import optimize, signal
 
 from ...patterns import Pattern
-from .sampler import Sampler
+from .sampler import FunctionSampler
 from .streams import WORD_BLOCK, block_words, keyed_bits
 from ..laws.units import constant_probabilities as _constant_probabilities
 
@@ -67,9 +67,10 @@ _REFINE_COST = 2e5
 _TAIL = 1e-30
 
 
-def constant_probabilities(pattern: Pattern, rounds: int) -> np.ndarray | None:
+def constant_probabilities(pattern: Pattern, rounds: int, auto: bool = False) -> np.ndarray | None:
     """Per-client p if ``pattern`` is independent with time-constant probabilities (read in
-    chunks of rounds, never as one rounds × clients array)."""
+    chunks of rounds, never as one rounds × clients array): the law of method "gaps", "auto"
+    (``auto``) or not."""
     return _constant_probabilities(pattern, rounds)
 
 
@@ -660,27 +661,7 @@ def gap_trace(p: np.ndarray, rounds: int, root, replicate: int, threshold: int |
 GAPS_NEEDS = "independent clients or Markov chains, and no device"
 
 
-class _ConstantGaps(Sampler):
-    """Method "gaps" for independent clients with time-constant probabilities: the law is
-    the per-client p."""
-
-    method, needs = "gaps", GAPS_NEEDS
-
-    def applies(self, pattern, rounds, *, auto, device=None):
-        return None if device is not None else constant_probabilities(pattern, rounds)
-
-    def chunk_size(self, law, rounds, reps):
-        return gap_chunk_size(law, rounds)
-
-    def chunk_bytes(self, law, rounds, count):
-        return gap_chunk_bytes(law, rounds, count)
-
-    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
-        return gap_chunk(law, rounds, root, first, count)
-
-    def clear_caches(self):
-        for cached in (_long_table, _short_run_law, _plan_cached):
-            cached.cache_clear()
-
-
-SAMPLER = _ConstantGaps()
+#: Method "gaps" for independent clients with time-constant probabilities: the law is the per-client p.
+SAMPLER = FunctionSampler("gaps", GAPS_NEEDS, __name__, law="constant_probabilities", size="gap_chunk_size",
+                          peak="gap_chunk_bytes", draw="gap_chunk",
+                          caches=("_long_table", "_short_run_law", "_plan_cached"))

@@ -30,7 +30,7 @@ import numpy as np
 
 from ...patterns import Pattern
 from .gaps import GAPS_NEEDS
-from .sampler import Sampler
+from .sampler import FunctionSampler
 from .streams import keyed_bits
 
 #: Most replicates a chunk holds.
@@ -57,8 +57,9 @@ class MarkovChains:
         return self.pi.size
 
 
-def markov_chains(pattern: Pattern) -> MarkovChains | None:
-    """The chains of ``pattern`` if it is a ``Markov`` pattern (its own sampler, not a subclass's)."""
+def markov_chains(pattern: Pattern, rounds: int | None = None, auto: bool = False) -> MarkovChains | None:
+    """The chains of ``pattern`` if it is a ``Markov`` pattern (its own sampler, not a subclass's):
+    the law of method "gaps" for any ``rounds``, "auto" (``auto``) or not."""
     from ...patterns import Markov
 
     if not isinstance(pattern, Markov) or type(pattern)._generate is not Markov._generate:
@@ -206,25 +207,6 @@ def markov_chunk_bytes(chains: MarkovChains, rounds: int, count: int) -> int:
     return count * 8 * rounds + 80 * plan.columns + 16 * chains.size
 
 
-class _MarkovGaps(Sampler):
-    """Method "gaps" for ``Markov`` patterns: the law is their independent chains."""
-
-    method, needs = "gaps", GAPS_NEEDS
-
-    def applies(self, pattern, rounds, *, auto, device=None):
-        return None if device is not None else markov_chains(pattern)
-
-    def chunk_size(self, law, rounds, reps):
-        return markov_chunk_size(law, rounds)
-
-    def chunk_bytes(self, law, rounds, count):
-        return markov_chunk_bytes(law, rounds, count)
-
-    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
-        return markov_chunk(law, rounds, root, first, count)
-
-    def clear_caches(self):
-        _markov_plan_cached.cache_clear()
-
-
-SAMPLER = _MarkovGaps()
+#: Method "gaps" for ``Markov`` patterns: the law is their independent chains.
+SAMPLER = FunctionSampler("gaps", GAPS_NEEDS, __name__, law="markov_chains", size="markov_chunk_size",
+                          peak="markov_chunk_bytes", draw="markov_chunk", caches=("_markov_plan_cached",))

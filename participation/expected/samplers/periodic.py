@@ -73,7 +73,7 @@ import numpy as np
 
 from ...budget import memory_limit
 from .gaps import GAPS_NEEDS
-from .sampler import Sampler
+from .sampler import FunctionSampler
 from .streams import WORD_BLOCK, block_words, keyed_bits
 from .varying_gaps import varying_applies
 
@@ -758,14 +758,15 @@ def periodic_trace(laws: PeriodicLaws, root, replicate: int) -> np.ndarray:
     return mask
 
 
-def periodic_chunk_size(laws: PeriodicLaws) -> int:
-    """Replicates per chunk: about 2^22 step words, so that many replicates share each pass."""
+def periodic_chunk_size(laws: PeriodicLaws, rounds: int) -> int:
+    """Replicates per chunk: about 2^22 step words, so that many replicates share each pass
+    (``rounds`` is the horizon of ``laws``)."""
     return int(np.clip((1 << 22) // max(laws.words, 1), 1, _WORD_BLOCK))
 
 
-def periodic_chunk_bytes(laws: PeriodicLaws, count: int) -> int:
+def periodic_chunk_bytes(laws: PeriodicLaws, rounds: int, count: int) -> int:
     """Peak bytes of :func:`periodic_chunk` for ``count`` replicates: the words, three int64 values
-    a step and row, the cover, and the tables."""
+    a step and row, the cover, and the tables (``rounds`` is the horizon of ``laws``)."""
     tables = sum(a.nbytes for a in (laws.u, laws.v, laws.long_survival, laws.short_lookup, laws.long_lookup))  # noqa
     return count * (8 * laws.words + 24 * laws.steps * laws.n_clients + 16 * (laws.rounds + 1)) + tables
 
@@ -824,32 +825,17 @@ class _NotPeriodic(Exception):
     """The pattern's probabilities do not have the shape (rounds, clients)."""
 
 
-class _PeriodicGaps(Sampler):
-    """Method "gaps" for independent clients whose probabilities repeat with a period: the law
-    is the tables of :func:`pattern_laws`. "auto" declines laws that draw more than
+def periodic_law(pattern, rounds: int, auto: bool) -> PeriodicLaws | None:
+    """The law of method "gaps" for independent clients whose probabilities repeat with a
+    period: the tables of :func:`pattern_laws`. "auto" declines laws that draw more than
     ``AUTO_STEPS_PER_ROUND`` steps a round (dense: whole traces are cheaper)."""
-
-    method, needs = "gaps", GAPS_NEEDS
-
-    def applies(self, pattern, rounds, *, auto, device=None):
-        if device is not None or not varying_applies(pattern, rounds):
-            return None
-        laws = pattern_laws(pattern, rounds)
-        if auto and laws is not None and laws.steps > AUTO_STEPS_PER_ROUND * rounds:
-            return None
-        return laws
-
-    def chunk_size(self, law, rounds, reps):
-        return periodic_chunk_size(law)
-
-    def chunk_bytes(self, law, rounds, count):
-        return periodic_chunk_bytes(law, count)
-
-    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
-        return periodic_chunk(law, rounds, root, first, count)
-
-    def clear_caches(self):
-        _laws_cached.cache_clear()
+    if not varying_applies(pattern, rounds):
+        return None
+    laws = pattern_laws(pattern, rounds)
+    if auto and laws is not None and laws.steps > AUTO_STEPS_PER_ROUND * rounds:
+        return None
+    return laws
 
 
-SAMPLER = _PeriodicGaps()
+SAMPLER = FunctionSampler("gaps", GAPS_NEEDS, __name__, law="periodic_law", size="periodic_chunk_size",
+                          peak="periodic_chunk_bytes", draw="periodic_chunk", caches=("_laws_cached",))

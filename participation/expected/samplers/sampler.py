@@ -6,7 +6,8 @@ whether it applies (``applies`` returns what the sampler draws from, its *law*, 
 sizes the chunks with ``chunk_size`` and ``chunk_bytes`` before anything is drawn, and
 draws them with ``draw_chunk``. Adding a sampler is therefore one module with one object
 of this kind, plus its place in ``montecarlo.SAMPLERS``; ``montecarlo.METHODS`` and
-``fedverify mc --method`` read their names from there.
+``fedverify mc --method`` read their names from there. A module whose functions do the work
+declares its sampler as a :class:`FunctionSampler` naming them.
 
 Several samplers may answer to one ``method`` name ("gaps" covers constant, Markov,
 periodic and other time-varying probabilities): an explicit method takes the first of its
@@ -15,7 +16,9 @@ refusal where none does.
 """
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -68,3 +71,61 @@ class Sampler(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} sampler of method {self.method!r}>"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class FunctionSampler(Sampler):
+    """A sampler whose work is done by functions of its own module, which it names: each call
+    looks the name up on the module then (a function replaced there is the one called, and a
+    worker process that unpickles the sampler calls its own copy of the module's functions).
+
+    - ``law(pattern, rounds, auto)``: what the sampler draws from, or None where it does not
+      apply; or, in its place, ``accepts(pattern)``: whether it applies, the law then being
+      the pattern itself;
+    - ``size(law, rounds)``: :meth:`chunk_size`, the same for every ``reps``;
+    - ``peak(law, rounds, count)``: :meth:`chunk_bytes`;
+    - ``draw(law, rounds, root, first, count)``: :meth:`draw_chunk`, which does not stream
+      windows of rounds;
+    - ``caches``: the ``functools.lru_cache`` functions :meth:`clear_caches` empties.
+
+    These samplers draw with numpy: none applies where a ``device`` is given."""
+
+    method: str
+    needs: str
+    module: str
+    size: str
+    peak: str
+    draw: str
+    law: str | None = None
+    accepts: str | None = None
+    caches: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if (self.law is None) == (self.accepts is None):
+            raise TypeError("a FunctionSampler takes exactly one of law= and accepts=")
+
+    def _function(self, name: str):
+        return getattr(importlib.import_module(self.module), name)
+
+    def applies(self, pattern, rounds, *, auto, device=None):
+        if device is not None:
+            return None
+        if self.law is not None:
+            return self._function(self.law)(pattern, rounds, auto)
+        return pattern if self._function(self.accepts)(pattern) else None
+
+    def chunk_size(self, law, rounds, reps):
+        return self._function(self.size)(law, rounds)
+
+    def chunk_bytes(self, law, rounds, count):
+        return self._function(self.peak)(law, rounds, count)
+
+    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
+        return self._function(self.draw)(law, rounds, root, first, count)
+
+    def clear_caches(self):
+        for name in self.caches:
+            self._function(name).cache_clear()
+
+    def __repr__(self) -> str:
+        return f"<{self.module} sampler of method {self.method!r}>"

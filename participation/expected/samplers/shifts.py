@@ -58,7 +58,7 @@ import numpy as np
 
 from ..._random import keyed_generator
 from ...patterns import ReshuffledCyclic
-from .sampler import Sampler
+from .sampler import FunctionSampler
 
 #: Spawn-key tag of this method's streams (the patterns' keys are (replicate, unit)).
 _SHIFT_STREAM = 0x5F1
@@ -186,30 +186,8 @@ def shift_chunk(pattern: ReshuffledCyclic, rounds: int, root, first: int, count:
     return tau_max, tau_sum / rounds
 
 
-class _Shifts(Sampler):
-    """Method "shifts": the law is the pattern itself (``ReshuffledCyclic`` where :func:`applies`)."""
-
-    method = "shifts"
-
-    @property
-    def needs(self) -> str:
-        return ("a ReshuffledCyclic pattern where every client joins once an epoch (remainder='short' or S | N) "
-                f"of at most {MAX_EPOCH_ROUNDS} rounds, and no device")
-
-    def applies(self, pattern, rounds, *, auto, device=None):
-        return pattern if device is None and applies(pattern) else None
-
-    def chunk_size(self, law, rounds, reps):
-        return chunk_size(law, rounds)
-
-    def chunk_bytes(self, law, rounds, count):
-        return chunk_bytes(law, rounds, count)
-
-    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
-        return shift_chunk(law, rounds, root, first, count)
-
-    def clear_caches(self):
-        transition_cdfs.cache_clear()
-
-
-SAMPLER = _Shifts()
+#: Method "shifts": the law is the pattern itself (``ReshuffledCyclic`` where :func:`applies`).
+SAMPLER = FunctionSampler(
+    "shifts", "a ReshuffledCyclic pattern where every client joins once an epoch (remainder='short' or S | N) "
+    f"of at most {MAX_EPOCH_ROUNDS} rounds, and no device", __name__, accepts="applies",
+    size="chunk_size", peak="chunk_bytes", draw="shift_chunk", caches=("transition_cdfs",))

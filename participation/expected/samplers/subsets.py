@@ -50,7 +50,7 @@ import numpy as np
 
 from ...patterns import Uniform
 from ...patterns.base import BlockPattern
-from .sampler import Sampler
+from .sampler import FunctionSampler
 
 #: Spawn-key tags of this method's streams (the patterns' keys are (replicate, block)).
 _SUBSET_STREAM, _REJECT_STREAM = 0x5B5, 0x5B6
@@ -215,22 +215,6 @@ def subset_chunk(pattern: Uniform, rounds: int, root, first: int, count: int):
     return tau_max, tau_sum / rounds
 
 
-class _Subsets(Sampler):
-    """Method "subsets": the law is the pattern itself (``Uniform`` where :func:`applies`)."""
-
-    method, needs = "subsets", "a Uniform pattern and no device"
-
-    def applies(self, pattern, rounds, *, auto, device=None):
-        return pattern if device is None and applies(pattern) else None
-
-    def chunk_size(self, law, rounds, reps):
-        return chunk_size(law, rounds)
-
-    def chunk_bytes(self, law, rounds, count):
-        return chunk_bytes(law, rounds, count)
-
-    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
-        return subset_chunk(law, rounds, root, first, count)
-
-
-SAMPLER = _Subsets()
+#: Method "subsets": the law is the pattern itself (``Uniform`` where :func:`applies`).
+SAMPLER = FunctionSampler("subsets", "a Uniform pattern and no device", __name__, accepts="applies",
+                          size="chunk_size", peak="chunk_bytes", draw="subset_chunk")

@@ -30,7 +30,7 @@ import numpy as np
 from ...patterns import Pattern
 from ...budget import memory_limit, require_memory
 from .gaps import GAPS_NEEDS
-from .sampler import Sampler
+from .sampler import FunctionSampler
 from .streams import keyed_bits
 
 #: Most replicates a chunk holds.
@@ -224,37 +224,25 @@ def varying_chunk_bytes(plan: VaryingProbabilities, rounds: int, count: int) -> 
     return count * (8 * rounds + 40 * plan.columns) + plan.table_bytes
 
 
-class _VaryingGaps(Sampler):
-    """Method "gaps" for other independent clients with time-varying probabilities: the law is
+def varying_law(pattern: Pattern, rounds: int, auto: bool) -> VaryingProbabilities | None:
+    """The law of method "gaps" for other independent clients with time-varying probabilities:
     the cumulative hazards of ``pattern.probabilities(0, rounds)``, read once (8 bytes a cell,
     checked against the memory limit). "auto" takes it only within half the memory limit, for
     at most ``VARYING_AUTO_GROUPS`` distinct sequences and ``VARYING_AUTO_DENSITY`` points a
     cell (beyond, whole traces are cheaper)."""
-
-    method, needs = "gaps", GAPS_NEEDS
-
-    def applies(self, pattern, rounds, *, auto, device=None):
-        if device is not None or not varying_applies(pattern, rounds):
-            return None
-        n = pattern.n_clients
-        table = 8 * rounds * n
-        if not auto:
-            require_memory(table, f"the probabilities of {rounds} rounds × {n} clients (method 'gaps')")
-        elif 2 * table > memory_limit():
-            return None
-        plan = varying_probabilities(pattern, rounds, VARYING_AUTO_GROUPS if auto else None)
-        if auto and plan is not None and plan.columns > VARYING_AUTO_DENSITY * rounds * n:
-            return None  # dense (or, above, many distinct sequences): whole traces are cheaper
-        return plan
-
-    def chunk_size(self, law, rounds, reps):
-        return varying_chunk_size(law, rounds)
-
-    def chunk_bytes(self, law, rounds, count):
-        return varying_chunk_bytes(law, rounds, count)
-
-    def draw_chunk(self, law, rounds, root, first, count, on_window=None):
-        return varying_chunk(law, rounds, root, first, count)
+    if not varying_applies(pattern, rounds):
+        return None
+    n = pattern.n_clients
+    table = 8 * rounds * n
+    if not auto:
+        require_memory(table, f"the probabilities of {rounds} rounds × {n} clients (method 'gaps')")
+    elif 2 * table > memory_limit():
+        return None
+    plan = varying_probabilities(pattern, rounds, VARYING_AUTO_GROUPS if auto else None)
+    if auto and plan is not None and plan.columns > VARYING_AUTO_DENSITY * rounds * n:
+        return None  # dense (or, above, many distinct sequences): whole traces are cheaper
+    return plan
 
 
-SAMPLER = _VaryingGaps()
+SAMPLER = FunctionSampler("gaps", GAPS_NEEDS, __name__, law="varying_law", size="varying_chunk_size",
+                          peak="varying_chunk_bytes", draw="varying_chunk")
