@@ -32,6 +32,7 @@ import hashlib
 import inspect
 import math
 import numbers
+import os
 from pathlib import Path
 
 import numpy as np
@@ -41,9 +42,11 @@ from bounds.core import Constants
 from participation.delays import delay_metrics
 
 from .checking import resolve_bound, resolve_theorem
-from .records import RunRecord, load_record
+from .record_consistency import check_constants
+from .records import RunRecord, _finite, load_record
 from .theorems.delay import evaluate as _evaluate
 from .theorems.delay import lemma_conditions, prescribed_steps
+from .theorems.measures import measured_value
 from .theorems.runner import (attach_worst_case, known_constants, worst_case_column, worst_case_mode,
                               worst_case_refusal)
 from .verdicts import CheckResult, WorstCaseColumn, judge, noise_free, rounding_tolerance
@@ -79,8 +82,14 @@ def _records(records) -> list[RunRecord]:
     them (``JUDGING_BYTES_PER_CELL``) before any is read in full."""
     if isinstance(records, (str, Path, RunRecord)):
         records = [records]
+    try:
+        records = list(records)
+    except TypeError:
+        raise TypeError(f"records must be a path, a RunRecord or a list of them, got {type(records).__name__}") from None
     out, held = [], 0.0
     for r in records:
+        if not isinstance(r, (str, os.PathLike, RunRecord)):
+            raise TypeError(f"records must be paths or RunRecords, got {type(r).__name__} {str(r)[:40]}")
         if not isinstance(r, RunRecord):
             r = load_record(r, bytes_per_cell=JUDGING_BYTES_PER_CELL, held_bytes=held)
         held += 2.0 * r.mask.size
@@ -140,8 +149,7 @@ def _given(record: RunRecord, constants) -> dict:
             raise ValueError(f"constants must be a dict, bounds.Constants or verify.EstimatedConstants, got "
                              f"{type(constants).__name__}")
     for k, v in given.items():
-        if k != "source" and v is not None and (not isinstance(v, numbers.Real) or isinstance(v, bool)
-                                                or not math.isfinite(v)):
+        if k != "source" and v is not None and not _finite(v):
             raise ValueError(f"constant {k} must be a finite number, got {v!r}")
     return given
 
@@ -187,6 +195,8 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
     records = _same_setting(records, per_trace_steps=spec.expectation and theorem.prescribes_steps)
     first = records[0]
     consts, const_info = _constants(first, constants)
+    for r in records:
+        check_constants(r, _given(r, constants))
     pattern = None
     if "pattern" in spec.params and inspect.signature(spec.function).parameters["pattern"].default is inspect.Parameter.empty:
         from .theorems.from_records import availability_pattern, missing
@@ -248,9 +258,13 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
     conditions = list(bound.conditions)
     steps_outside = None
     if {"eta_g", "eta_l"} <= set(steps) and not spec.needs_steps:
-        lemma = [c for m in metrics[:1] for c in lemma_conditions(algorithm, consts, steps, m.tau_max, m.tau_avg)]
+        # each record at its own step sizes and trace; the first whose hypotheses fail, else the first's
+        own = [dict(r.header.get("step_sizes") or {}) for r in records]
+        lemmas = [lemma_conditions(algorithm, consts, s if {"eta_g", "eta_l"} <= set(s) else steps, m.tau_max, m.tau_avg)
+                  for s, m in zip(own, metrics)]
+        lemma = next((c for c in lemmas if not all(x.holds for x in c)), lemmas[0])
         if lemma:
-            conditions = lemma
+            conditions = list(lemma)
         if not spec.expectation:
             own, prescribes = prescribed_steps(spec, consts, metrics[0].tau_max, metrics[0].tau_avg, algorithm,
                                                theorem.prescribes_steps)
@@ -276,21 +290,26 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
     histories = [history_of(r) for r in records]
     values = []
     for r, h in zip(records, histories):
+        name = Path(r.path).name if r.path else "a record"
         grad2 = r.metrics.get("grad_norm2", np.full(r.n_rounds, np.nan))
         missing = np.flatnonzero(np.isnan(grad2))
         if missing.size:
-            name = Path(r.path).name if r.path else "a record"
             raise ValueError(f"{name}: {theorem.lhs} is undefined for this record (grad_norm2 is missing at round "
                              f"{int(missing[0])}); the left side needs every round's value")
         with np.errstate(over="ignore", invalid="ignore"):
-            values.append(float(theorem.measure(h, None)))
+            value = measured_value(theorem.measure(h, None), theorem.name, name)
+        if math.isnan(value):          # a record holds finite numbers only: NaN is the measure's, not a divergence
+            raise ValueError(f"the left side of {theorem.name} measured NaN on {name}: the theorem's measure returned NaN "
+                             "(a measure must give a number for every record)")
+        values.append(value)
     stopped = [f"{Path(r.path).name if r.path else f'record {i}'}: diverged" for i, (r, v) in enumerate(zip(records, values))
                if not math.isfinite(v)]
     if math.isnan(float(bound.value)):
         raise ValueError(f"the bound of {theorem.name} is NaN at these inputs: a bound must be a number (or inf)")
     exact = noise_free(consts.sigma2, "participation" if spec.expectation else "noise", None)
     atol = rounding_tolerance(consts)
-    decision = judge(values, bound_range or float(bound.value), confidence=confidence, noise_free=exact, atol=atol)
+    decision = judge(values, bound_range or float(bound.value), confidence=confidence, noise_free=exact, atol=atol,
+                     nonnegative=theorem.nonnegative)
     notes += list(decision.notes)
     if len(values) == 1 and not exact:
         notes.append("one record is one sample: record the same setting with other seeds and judge them together")
@@ -303,7 +322,8 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
     mean, lower, upper, outcome = decision.measured, decision.lower, decision.upper, decision.verdict
     result = CheckResult(
         verdict=outcome, measured=mean, lower=lower, upper=upper, confidence=float(confidence), values=tuple(values),
-        seeds=tuple(int(r.header.get("seed", i)) for i, r in enumerate(records)), bound=bound, bound_name=theorem.name,
+        seeds=tuple(int(i if r.header.get("seed") is None else r.header["seed"]) for i, r in enumerate(records)),
+        bound=bound, bound_name=theorem.name,
         algorithm=algorithm, hparams={}, step_sizes={k: float(v) for k, v in steps.items()},
         conditions=tuple(conditions), tau_max=tau[0], tau_avg=tau[1], n_clients=first.n_clients,
         rounds=first.n_rounds, local_steps=consts.local_steps, expectation=spec.expectation, constants=const_info,
@@ -362,11 +382,20 @@ def _judge_plan(records: list[RunRecord], theorem, constants, confidence: float,
     first = records[0]
     given = _given(first, constants)
     from_records.constants_needed(theorem, given)
+    if theorem.paper != "cafed":          # CA-Fed's f is Σ α_k F_k; its gaps are checked by its plan
+        for r in records:
+            check_constants(r, _given(r, constants), largest=theorem.paper == "logit")
     from_records.finite_left_sides(records, theorem)
     from_records.require_fields(records, theorem, given)
     setup, notes = from_records.record_setup(records, theorem, given, confidence)
     setup = dataclasses.replace(setup, seeds=_seeds_of(records))
     histories = [from_records.record_history(r, theorem.name, _given(r, constants)) for r in records]
+    if theorem.name in ("logit.theorem_1", "logit.theorem_2") and given.get("eps_star") is not None \
+            and given.get("C1") is not None:
+        from .theorems.logit import check_given_generator
+
+        check_given_generator(histories, given["eps_star"], given["C1"],
+                              [Path(r.path).name if r.path else f"record {i}" for i, r in enumerate(records)])
     plan = make_plan(theorem, setup)
     bound = plan.bound(histories)
     if given.get("F0") is None:            # never taken as 0: refused when the bound depends on it

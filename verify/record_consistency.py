@@ -14,6 +14,10 @@
 * A server that weighted its participants unequally (``check_equal_weights``): Flower's FedAvg and
   FedAvgM weight each reply by its ``num-examples`` (recorded as ``example_weights``), while
   FedSUM (eq. (3)) and Server momentum (Algorithm 1) average the participants equally.
+* Constants below what the record's own rounds show (``check_constants``): F_0 =
+  (1/N) Σ_i ‖∇f_i(x_0)‖² is at least ‖∇f(x_0)‖² (Jensen's inequality); an L-smooth f bounded
+  below has ‖∇f(x)‖² ≤ 2L(f(x) − f*), so ‖∇f(x_0)‖² ≤ 2LΔ_f; σ_g² (and ``zeta2``) bound the
+  recorded ``heterogeneity`` of every round, and LOGIT's σ₃² its ``heterogeneity_max``.
 * Several records judged together as seeds of one setting (``check_same_setting``): every header
   field that enters a bound (constants, step sizes, schedule, hyper-parameters, K, N, the
   participation model, the algorithm and the problem) must agree, whatever order the records are
@@ -29,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["LEVEL", "check_availability", "check_same_setting", "check_equal_weights", "FREE_FIELDS",
-           "PER_RUN_CONSTANTS"]
+__all__ = ["LEVEL", "check_availability", "check_same_setting", "check_equal_weights", "check_constants",
+           "FREE_FIELDS", "PER_RUN_CONSTANTS"]
 
 #: Family-wise level of the tests of a Bernoulli or Markov header against the replies.
 LEVEL = 1e-3
@@ -222,3 +226,41 @@ def check_equal_weights(record, tolerance: float = 1e-12) -> None:
             raise ValueError(f"{_name(record)}: in round {t} the server weighted the replies unequally (from "
                              f"{row.min():.3g} to {row.max():.3g}, e.g. Flower's num-examples); the theorems average "
                              "the participants equally: reply with equal weights")
+
+
+#: Relative slack of :func:`check_constants` for the rounding of the recorded numbers.
+CONSTANTS_RTOL = 1e-9
+
+
+def check_constants(record, given: dict, largest: bool = False) -> None:
+    """Refuse ``record`` when a constant it is judged with (``given``: its header's, or those passed
+    in their place) is below what its own rounds show (module docstring), naming both values.
+    ``largest``: ``zeta2`` is LOGIT's σ₃², a bound on every client's ‖∇F_n − ∇f‖², so on the
+    recorded ``heterogeneity_max`` too."""
+    def number(key):
+        value = given.get(key)
+        return None if value is None else float(value)
+
+    def above(seen, limit) -> bool:
+        return seen > limit + CONSTANTS_RTOL * max(abs(seen), abs(limit))
+
+    grad2 = record.metrics.get("grad_norm2")
+    first = float(grad2[0]) if grad2 is not None and grad2.size and np.isfinite(grad2[0]) else None
+    F0, L, delta_f = number("F0"), number("L"), number("delta_f")
+    if first is not None and F0 is not None and above(first, F0):
+        raise ValueError(f"{_name(record)}: F0 = {F0!r} is below ‖∇f(x_0)‖² = {first!r} recorded in round 0; "
+                         "F_0 = (1/N) Σ_i ‖∇f_i(x_0)‖² is at least ‖∇f(x_0)‖² (Jensen's inequality)")
+    if first is not None and L is not None and delta_f is not None and above(first, 2 * L * delta_f):
+        raise ValueError(f"{_name(record)}: ‖∇f(x_0)‖² = {first!r} recorded in round 0 exceeds 2·L·Δ_f = "
+                         f"{2 * L * delta_f!r} (L = {L!r}, delta_f = {delta_f!r}); an L-smooth f has "
+                         "‖∇f(x)‖² ≤ 2L(f(x) − f*), so these constants are not the run's")
+    bounds = [("sigma_g2", "heterogeneity"), ("zeta2", "heterogeneity")] + ([("zeta2", "heterogeneity_max")]
+                                                                            if largest else [])
+    for key, field in bounds:
+        limit, seen = number(key), record.metrics.get(field)
+        if limit is None or seen is None or not np.isfinite(seen).any():
+            continue
+        t = int(np.nanargmax(seen))
+        if above(float(seen[t]), limit):
+            raise ValueError(f"{_name(record)}: constants.{key} = {limit!r} is below the {field} {float(seen[t])!r} "
+                             f"recorded in round {t}; it bounds that quantity at every iterate")

@@ -183,7 +183,7 @@ def check_header(header, path=None) -> dict:
     if "local_steps" in header and header["local_steps"] is not None:
         integer(header["local_steps"], f"{where}: local_steps")
     for name, value in (header.get("step_sizes") or {}).items():
-        if not _is_number(value) or not math.isfinite(value):
+        if not _finite(value):
             raise ValueError(f"{where}: step_sizes.{name} must be a finite number, got {value!r}")
         if name.startswith("eta") and not value > 0:
             raise ValueError(f"{where}: step_sizes.{name} is a step size and must be > 0, got {value!r}")
@@ -197,15 +197,15 @@ def check_header(header, path=None) -> dict:
         if name == "source":
             if not isinstance(value, str):
                 raise ValueError(f"{where}: constants.source must be text, got {value!r}")
-        elif not _is_number(value) or not math.isfinite(value):
+        elif not _finite(value):
             raise ValueError(f"{where}: constants.{name} must be a finite number, got {value!r}")
         elif name in _POSITIVE_CONSTANTS and not value > 0:
             raise ValueError(f"{where}: constants.{name} must be > 0 ({CONSTANTS[name]}), got {value!r}")
         elif name in _NONNEGATIVE_CONSTANTS and not value >= 0:
             raise ValueError(f"{where}: constants.{name} must be ≥ 0, got {value!r}")
     for name, value in (header.get("hparams") or {}).items():
-        if not (isinstance(value, (str, bool)) or (_is_number(value) and math.isfinite(value))
-                or (isinstance(value, list) and all(_is_number(v) and math.isfinite(v) for v in value))):
+        if not (isinstance(value, (str, bool)) or _finite(value)
+                or (isinstance(value, list) and all(_finite(v) for v in value))):
             raise ValueError(f"{where}: hparams.{name} must be a finite number, text or a list of numbers, "
                              f"got {str(value)[:40]}")
     if header.get("schedule") is not None:
@@ -216,7 +216,7 @@ def check_header(header, path=None) -> dict:
 
 
 def _numbers(value, name: str, where: str, *, length: int | None = None, positive: bool = False) -> list:
-    if not isinstance(value, list) or not value or not all(_is_number(v) and math.isfinite(v) for v in value):
+    if not isinstance(value, list) or not value or not all(_finite(v) for v in value):
         raise ValueError(f"{where}: {name} must be a non-empty list of finite numbers, got {str(value)[:60]}")
     if length is not None and len(value) != length:
         raise ValueError(f"{where}: {name} has {len(value)} entries, not {length}")
@@ -239,17 +239,17 @@ def _check_schedule(schedule, where: str) -> None:
         raise ValueError(f"{where}: schedule.beta must lie in [0, 1), got {beta}")
     nu = schedule["nu"]
     nus = _numbers(nu, "schedule.nu", where, length=len(lengths)) if isinstance(nu, list) else [nu]
-    if not all(_is_number(v) and math.isfinite(v) and 0 <= v <= 1 for v in nus):
+    if not all(_finite(v) and 0 <= v <= 1 for v in nus):
         raise ValueError(f"{where}: schedule.nu must be a number in [0, 1] or one per stage, got {nu!r}")
     eta_l = schedule["eta_l"]
-    if not _is_number(eta_l) or not math.isfinite(eta_l) or not eta_l > 0:
+    if not _finite(eta_l) or not eta_l > 0:
         raise ValueError(f"{where}: schedule.eta_l must be one finite number > 0, got {eta_l!r}")
 
 
 def _check_availability(model, n: int, where: str) -> None:
     """One of :data:`AVAILABILITY` with its fields: probabilities in [0, 1], m in 1..N."""
     kind = model.get("model")
-    if kind not in AVAILABILITY:
+    if not isinstance(kind, str) or kind not in AVAILABILITY:
         raise ValueError(f"{where}: availability.model must be one of {', '.join(AVAILABILITY)}, got {kind!r}")
     for key in AVAILABILITY[kind]:
         if key not in model:
@@ -273,6 +273,14 @@ def _is_number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def _finite(value) -> bool:
+    """Whether ``value`` is a finite number (an integer beyond a float's range is not)."""
+    try:
+        return _is_number(value) and math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def check_round(entry, t: int, n: int, path=None, line: int | None = None) -> dict:
     """One round line, validated against the header's N and its position t."""
     where = _where(path, line)
@@ -291,7 +299,7 @@ def check_round(entry, t: int, n: int, path=None, line: int | None = None) -> di
         if key in _ROUND_REQUIRED:
             continue
         if key in PER_CLIENT and isinstance(value, list):
-            if len(value) != n or not all(v is None or (_is_number(v) and math.isfinite(v)) for v in value):
+            if len(value) != n or not all(v is None or _finite(v) for v in value):
                 raise ValueError(f"{where}: {key} must be a list of {n} numbers or nulls (one per client), "
                                  f"got {str(value)[:60]}")
             _in_range(key, [v for v in value if v is not None], where)
@@ -300,7 +308,7 @@ def check_round(entry, t: int, n: int, path=None, line: int | None = None) -> di
             raise ValueError(f"{where}: {key} must be a number or null"
                              + (f" (or a list of {n}, one per client)" if key in PER_CLIENT else "")
                              + f", got {_kind(value)}")
-        if value is not None and not math.isfinite(value):
+        if value is not None and not _finite(value):
             raise ValueError(f"{where}: {key} must be a finite number, got {value!r} (a number beyond a float's range "
                              "reads as infinity)")
         if key == "grad_norm2" and value is not None and not value >= 0:
@@ -484,10 +492,10 @@ def _plain(value):
         return None
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        return value.item()
     if isinstance(value, (list, tuple, np.ndarray)):
         return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
     return value
 
 
@@ -497,21 +505,23 @@ def _per_client(values, name: str, n: int) -> list:
     if len(items) != n:
         raise ValueError(f"{name} has {len(items)} entries; give one per client ({n}), None where undefined")
     out = []
-    for v in items:
-        if v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isnan(float(v))):
+    for i, v in enumerate(items):
+        if v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, np.floating) and np.isnan(v)):
             out.append(None)
         else:
-            out.append(_json_number(v))
+            out.append(_json_number(v, f"{name} of client {i}"))
     return out
 
 
-def _json_number(value):
+def _json_number(value, name: str = "a recorded number"):
+    if isinstance(value, (str, bytes, bool)) or not isinstance(value, (numbers.Real, np.ndarray)) or np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a number, got {_kind(value)}")
     try:
         value = float(value)
     except OverflowError:
-        raise ValueError(f"a recorded number must be finite, got an integer of {len(str(abs(value)))} digits") from None
+        raise ValueError(f"{name} must be finite, got an integer of {len(str(abs(value)))} digits") from None
     if not math.isfinite(value):
-        raise ValueError(f"a recorded number must be finite, got {value}")
+        raise ValueError(f"{name} must be finite, got {value}")
     return value
 
 
@@ -533,13 +543,13 @@ class RunRecorder:
                  problem=None, notes: str | None = None, hparams: dict | None = None, schedule: dict | None = None,
                  availability: dict | None = None, resume: bool = False):
         self.path = Path(path)
+        n_clients = _plain(n_clients)
         header = {"format": FORMAT, "version": VERSION, "n_clients": n_clients}
         for key, value in (("algorithm", algorithm), ("local_steps", local_steps), ("step_sizes", step_sizes),
                            ("seed", seed), ("constants", constants), ("problem", problem), ("notes", notes),
-                           ("hparams", _plain(hparams)), ("schedule", _plain(schedule)),
-                           ("availability", _plain(availability))):
+                           ("hparams", hparams), ("schedule", schedule), ("availability", availability)):
             if value is not None:
-                header[key] = value
+                header[key] = _plain(value)
         check_header({**header}, self.path)
         self.n_clients = n_clients
         self._file = None
@@ -644,7 +654,7 @@ class RunRecorder:
             if key in PER_CLIENT and value is not None and np.ndim(value) == 1:
                 entry[key] = _per_client(value, key, self.n_clients)
             else:
-                entry[key] = None if value is None else _json_number(value)
+                entry[key] = None if value is None else _json_number(value, key)
         check_round(entry, t, self.n_clients, self.path)
         self._append(entry)
         self.next_round += 1
@@ -685,33 +695,45 @@ def algorithm_fields(algorithm) -> dict:
                         "eta_l": float(value.eta_l)}
             continue
         value = _plain(value)
-        if isinstance(value, (str, bool)) or (_is_number(value) and math.isfinite(value)) or (
-                isinstance(value, list) and value and all(_is_number(v) and math.isfinite(v) for v in value)):
+        if isinstance(value, (str, bool)) or _finite(value) or (
+                isinstance(value, list) and value and all(_finite(v) for v in value)):
             hparams[key] = value
     return {"hparams": hparams or None, "schedule": schedule}
 
 
 def amend_header(path, *, constants: dict | None = None, hparams: dict | None = None) -> Path:
     """Add ``constants`` and ``hparams`` to the header of a finished record (merged into its own;
-    the rounds are kept byte for byte). The new file is written beside it and renamed onto it."""
+    the rounds are kept byte for byte). The new file is written beside it and renamed onto it,
+    holding the record's lock throughout: a record that a ``RunRecorder`` is still writing (or
+    another amendment holds) is refused, since the rounds it appends meanwhile would be lost."""
     path = Path(path)
-    raw = path.read_bytes()
-    first, _, rest = raw.partition(b"\n")
-    header = strict_json(first.decode("utf-8"))
-    for key, more in (("constants", constants), ("hparams", hparams)):
-        if more:
-            header[key] = {**(header.get(key) or {}), **_plain(more)}
-    check_header(header, path)
-    line = json.dumps(header, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))       # a pipe does not wait for a writer
     try:
-        with open(partial, "wb") as f:
-            f.write(line + b"\n" + rest)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, path)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"run record {path.name} is not a regular file (a pipe, a device or a folder)")
+        if not _lock_exclusively(fd) or os.fstat(fd).st_ino != os.stat(path).st_ino:
+            raise ValueError(f"{path.name} is being written by a recorder (or amended); amend it once the run "
+                             "has finished")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            raw = f.read()
+        first, _, rest = raw.partition(b"\n")
+        header = check_header(_parse_line(path, 1, first), path)
+        for key, more in (("constants", constants), ("hparams", hparams)):
+            if more:
+                header[key] = {**(header.get(key) or {}), **_plain(more)}
+        check_header(header, path)
+        line = json.dumps(header, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        try:
+            with open(partial, "wb") as f:
+                f.write(line + b"\n" + rest)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)
     finally:
-        partial.unlink(missing_ok=True)
+        os.close(fd)
     return path
 
 

@@ -154,9 +154,10 @@ def judge(values, bound, *, confidence: float = 0.95, noise_free: bool = False, 
     * Otherwise, two or more values: a one-sided Student-t upper limit (:func:`confidence_limits`);
       for a nonnegative left side the lower limit is :func:`nonnegative_lower_limit` (the t-limit
       and the Markov limit of the mean, combined by the union bound), else the Student-t one.
-      One value of a nonnegative left side: the lower limit from Markov's inequality,
-      E[X] ≥ (1 − confidence)·x with probability at least ``confidence``; no upper limit, so
-      such a value can be "violated" (far above the bound) but never "holds".
+      One value of a nonnegative left side: the lower limit is the Markov part of
+      :func:`nonnegative_lower_limit` alone, E[X] ≥ ((1 − confidence)/2)·x (it holds with probability
+      at least 1 − (1 − confidence)/2), so a second value at least as large never lowers it; no upper
+      limit, so such a value can be "violated" (far above the bound) but never "holds".
     * ``bound``: a number or an interval (low, high); see :func:`verdict`.
     """
     v = np.asarray(values, dtype=float).ravel()
@@ -176,10 +177,10 @@ def judge(values, bound, *, confidence: float = 0.95, noise_free: bool = False, 
         lower = nonnegative_lower_limit(v, confidence)
     if v.size == 1 and not exact:
         if nonnegative and mean >= 0:
-            lower = (1 - float(confidence)) * mean
+            lower = (1 - float(confidence)) / 2 * mean
             notes.append(f"one run gives no confidence interval (no spread to estimate): the lower limit is Markov's, "
-                         f"(1 − {confidence:g})·x, and there is no upper limit, so the verdict can be 'violated' but "
-                         "never 'holds'; use 2 or more seeds")
+                         f"((1 − {confidence:g})/2)·x as for several runs, and there is no upper limit, so the verdict "
+                         "can be 'violated' but never 'holds'; use 2 or more seeds")
         else:
             notes.append("one run gives no confidence interval (no spread to estimate): the verdict is inconclusive "
                          "unless the run is noise-free; use 2 or more seeds")

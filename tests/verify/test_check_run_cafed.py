@@ -104,3 +104,38 @@ def test_an_unidentified_chain_is_refused_naming_the_client(problem, tmp_path):
     with pytest.raises(ValueError, match=f"client {N - 1}") as err:
         check_run(_as_estimated(paths, tmp_path), "cafed.theorem_2")
     assert "\n" not in str(err.value) and "Assumption 1" in str(err.value)
+
+
+def _changed(paths, tmp_path, change, name="changed"):
+    out = []
+    for i, path in enumerate(paths):
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        change(lines[0])
+        out.append(tmp_path / f"{name}_{i}.jsonl")
+        out[-1].write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return out
+
+
+@pytest.mark.parametrize("theorem, constant", [("cafed.theorem_2", "F_B_star"), ("cafed.theorem_1", "F_B_star"),
+                                               ("cafed.theorem_1", "F_star")])
+def test_a_minimum_above_the_objective_at_the_averaged_iterate_is_refused(problem, tmp_path, theorem, constant):
+    """F_B* = min F_B cannot exceed F_B(w̄_T): stated above it, Thm 2's nonnegative left side came out
+    negative and 'held', and Thm 1's was 'violated'."""
+    _, paths = _cafed_recorded(problem, tmp_path, theorem, seeds=2)
+    check_run(paths, theorem)
+    raised = _changed(paths, tmp_path, lambda h: h["constants"].update({constant: 1e3}))
+    with pytest.raises(ValueError, match=f"the record's {constant} = 1000.0 is above the objective at the averaged "
+                                         "iterate") as err:
+        check_run(raised, theorem)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda h: h["hparams"].update({"alpha": [1.0]}), f"hparams.alpha has 1 entries but the record has {N} clients"),
+    (lambda h: h["constants"].update({"L": 1e300}), r"κ² = \(L/μ\)² overflows a float at L = 1e\+300"),
+])
+def test_header_values_the_plan_cannot_use_are_one_line(problem, tmp_path, change, words):
+    """An α of the wrong length was an IndexError, and κ² beyond a float an OverflowError."""
+    _, paths = _cafed_recorded(problem, tmp_path, "cafed.theorem_1", seeds=1)
+    with pytest.raises(ValueError, match=words):
+        check_run(_changed(paths, tmp_path, change), "cafed.theorem_1")

@@ -524,3 +524,24 @@ def test_any_arrival_rule_is_judged_against_the_corollary_for_it(problem, tmp_pa
     judged = check_run(paths, "momentum.corollary_g1")
     assert judged.values == pytest.approx(direct.values, rel=1e-12)
     assert float(judged.bound.value) == pytest.approx(float(direct.bound.value), rel=1e-12)
+
+
+@pytest.mark.parametrize("theorem, algorithm, source, constants, words", [
+    ("momentum.theorem_4_6", "fedavgm", Uniform(N, 3), {"sigma_g2": 1e-3}, "constants.sigma_g2 = 0.001 is below the "
+                                                                          "heterogeneity"),
+    ("logit.theorem_2", "logit", Bernoulli(np.full(N, 0.6)), {"zeta2": 1e-3}, "constants.zeta2 = 0.001 is below the "
+                                                                              "heterogeneity"),
+    ("logit.theorem_2", "logit", Bernoulli(np.full(N, 0.6)), {"eps_star": 0.0, "C1": 0.0},
+     "exceeds ε\\* \\+ C₁√\\(τ/t\\) = 0 at the given ε\\*, C₁ = 0: they do not satisfy LOGIT Assumption 5"),
+    ("momentum.theorem_4_6", "fedavgm", Uniform(N, 3), {"delta_f": 0.0}, "exceeds 2·L·Δ_f = 0.0"),
+])
+def test_constants_the_records_contradict_are_refused_not_judged(problem, tmp_path, theorem, algorithm, source,
+                                                                 constants, words):
+    """Constants below what the records show (σ_g² under a recorded heterogeneity, LOGIT's ε*, C₁
+    under a recorded generator error, Δ_f = 0 with ‖∇f(x_0)‖² > 0) made a smaller bound than the
+    runs' own: verdicts on them tested nothing, silently."""
+    _, paths = _checked_and_recorded(problem, tmp_path, theorem, algorithm, source, seeds=2)
+    check_run(paths, theorem)
+    with pytest.raises(ValueError, match=words) as err:
+        check_run(paths, theorem, constants=constants)
+    assert "\n" not in str(err.value)

@@ -43,3 +43,16 @@ def test_a_seed_at_least_the_mean_of_the_others_never_turns_a_markov_violation_i
         assert judge(v, bound).verdict == "violated"
         more = np.append(v, v.mean() * (1 + rng.random()))
         assert judge(more, bound).verdict == "violated"
+
+
+def test_a_second_seed_at_least_as_large_as_the_first_never_lowers_the_lower_limit():
+    """One value had Markov's limit at the full level, (1 − c)·x, and two values its half,
+    (1 − c)/2 of their mean: a record at 1.0 was 'violated' against 0.04 and stopped being so
+    when a second seed at 2.0 joined it."""
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        x = rng.lognormal(0, 2)
+        y = x * (1 + 5 * rng.random())
+        assert judge([x, y], 0.0).lower >= judge([x], 0.0).lower * (1 - 1e-12)
+    one, two = judge([1.0], 0.02), judge([1.0, 2.0], 0.02)
+    assert one.verdict == two.verdict == "violated" and one.lower == pytest.approx(0.025, rel=1e-12)

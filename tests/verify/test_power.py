@@ -140,7 +140,9 @@ def test_records_above_a_delay_bound_are_violated(quad, name, tmp_path):
         paths.append(record_from_history(tmp_path / f"s{seed}.jsonl", h, trace, algorithm=algorithm,
                                          local_steps=kw["local_steps"], step_sizes=steps, seed=seed, constants=header,
                                          availability=model))
-        up = dataclasses.replace(h, grad_norm2=h.grad_norm2 + 2 * true.bound_value + 1.0)
+        # raised from round 1 on: round 0 stays within what the header's F_0 and 2LΔ_f allow
+        up = dataclasses.replace(h, grad_norm2=h.grad_norm2 + np.r_[0.0, np.full(h.grad_norm2.size - 1,
+                                                                                   3 * true.bound_value + 1.0)])
         raised.append(record_from_history(tmp_path / f"up{seed}.jsonl", up, trace, algorithm=algorithm,
                                           local_steps=kw["local_steps"], step_sizes=steps, seed=seed, constants=header,
                                           availability=model))

@@ -152,3 +152,20 @@ def test_a_null_recorded_probability_is_refused_not_assumed():
     p[5, 3] = np.nan
     with pytest.raises(ValueError, match="probabilities is null for client 3 in round 5"):
         check_availability(_record(mask, None, vectors={"probabilities": p}))
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_a_record_whose_step_sizes_break_the_lemma_marks_the_verdict_in_either_order(order):
+    """FedSUM Cor 4.1 takes step sizes per realised trace, so its records may differ in them; the
+    lemma's hypotheses were checked at the first record's alone, and the '*' came and went with
+    the order of the records."""
+    from verify import check_run
+
+    constants = {"L": 1.0, "sigma2": 0.1, "delta_f": 1.0, "F0": 1.0}
+    common = dict(algorithm="fedsum", constants=constants, availability={"model": "uniform", "m": 2})
+    small = _record(patterns.Uniform(N, 2).sample(T, seed=0).mask, name="small.jsonl", seed=0,
+                    step_sizes={"eta_g": 1e-3, "eta_l": 1e-4}, **common)
+    large = _record(patterns.Uniform(N, 2).sample(T, seed=1).mask, name="large.jsonl", seed=1,
+                    step_sizes={"eta_g": 1.0, "eta_l": 10.0}, **common)
+    result = check_run([small, large] if order == 0 else [large, small], "fedsum.corollary_4_1")
+    assert not all(c.holds for c in result.conditions) and "*" in result.label

@@ -64,3 +64,36 @@ def test_consistent_values_are_read(tmp_path):
 def test_a_header_that_cannot_be_true_is_refused(tmp_path, change, words):
     with pytest.raises(ValueError, match=f"line 1: {words}"):
         load_record(_write(tmp_path, {**HEADER, "algorithm": "fedavgm", **change}, [_round(0)]))
+
+
+def test_an_availability_model_that_is_not_a_name_is_refused(tmp_path):
+    for model in (["uniform"], {"m": 1}):
+        with pytest.raises(ValueError, match="line 1: availability.model must be one of"):
+            load_record(_write(tmp_path, {**HEADER, "availability": {"model": model, "m": 1}}, [_round(0)]))
+
+
+@pytest.mark.parametrize("constants, words", [
+    ({"F0": 0.5}, r"F0 = 0.5 is below ‖∇f\(x_0\)‖² = 1.0 recorded in round 0"),
+    ({"delta_f": 0.0}, r"‖∇f\(x_0\)‖² = 1.0 recorded in round 0 exceeds 2·L·Δ_f = 0.0"),
+    ({"L": 0.25}, r"exceeds 2·L·Δ_f = 0.5 \(L = 0.25, delta_f = 1.0\)"),
+    ({"sigma_g2": 1.5}, r"constants.sigma_g2 = 1.5 is below the heterogeneity 2.0 recorded in round 1"),
+])
+def test_constants_below_what_the_rounds_show_are_refused_not_judged(tmp_path, constants, words):
+    """Δ_f = 0 with ‖∇f(x_0)‖² = 1 made every record 'violated' (a bound near 0); an L-smooth f
+    has ‖∇f(x_0)‖² ≤ 2LΔ_f, F_0 ≥ ‖∇f(x_0)‖², and σ_g² bounds every round's heterogeneity."""
+    from verify.record_checks import check_run
+
+    rounds = [_round(0, heterogeneity=1.0), _round(1, heterogeneity=2.0)]
+    assert check_run(_write(tmp_path, HEADER, rounds)).verdict in ("holds", "violated", "inconclusive")
+    header = {**HEADER, "constants": {**HEADER["constants"], **constants}}
+    with pytest.raises(ValueError, match=words):
+        check_run(_write(tmp_path, header, rounds))
+    with pytest.raises(ValueError, match=words):               # passed in place of the header's (--delta-f ...)
+        check_run(_write(tmp_path, HEADER, rounds), constants=constants)
+
+
+def test_a_record_without_a_seed_value_is_judged(tmp_path):
+    """seed: null is allowed by the header; the record then counts as seed 0 (its position)."""
+    from verify.record_checks import check_run
+
+    assert check_run(_write(tmp_path, {**HEADER, "seed": None}, [_round(0), _round(1)])).seeds == (0,)

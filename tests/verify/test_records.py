@@ -571,8 +571,8 @@ def test_one_record_is_one_sample(noisy_runs, tmp_path):
     r = check_run(noisy_runs["paths"][0], constants=noisy_runs["constants"])
     assert len(r.values) == 1 and r.measured == pytest.approx(left_side(noisy_runs["paths"][0]), rel=1e-12)
     assert any("one record is one sample" in n for n in r.notes)
-    # one sample of a nonnegative left side: Markov's lower limit (1 − 0.95)·x, no upper limit
-    assert r.lower == pytest.approx(0.05 * r.measured, rel=1e-15) and r.upper == math.inf
+    # one sample of a nonnegative left side: Markov's lower limit ((1 − 0.95)/2)·x, no upper limit
+    assert r.lower == pytest.approx(0.025 * r.measured, rel=1e-15) and r.upper == math.inf
     assert r.verdict in ("inconclusive", "violated") and (r.verdict == "violated") == (r.lower > r.bound_value)
     # noise-free: the record is its own expectation, no such note
     r0 = check_run(noisy_runs["paths"][0], constants={**noisy_runs["constants"], "sigma2": 0.0})

@@ -133,12 +133,10 @@ def test_check_run_on_the_record_gets_the_same_worst_case(fedsum_b, tmp_path):
     assert judged.worst_case.slack == pytest.approx(direct.worst_case.slack, rel=1e-9)
     assert judged.measured == pytest.approx(direct.measured, rel=1e-12) and judged.verdict == direct.verdict
     assert check_run(paths, "fedsum.theorem_4_1").worst_case.reason.startswith("turned off")
-    # the record judged with F_0 ten times too small is outside the class; the note shows what the record says of F_0
-    wrong = check_run(paths, "fedsum.theorem_4_1", constants={"F0": pc.F0 / 10}, worst_case=True)
-    assert wrong.verdict == OUTSIDE_CLASS and wrong.measured > wrong.worst_case.value
-    note = next(n for n in wrong.notes if n.startswith("outside the class:"))
-    assert f"as given: L = {pc.L:.4g}, Δ_f = {pc.delta_f:.4g}, F_0 = {pc.F0 / 10:.4g}" in note
-    assert f"the runs show F_0 ≥ {direct.first_run.grad_norm2[0]:.4g}" in note
+    # F_0 ten times too small contradicts the record's round 0 (F_0 ≥ ‖∇f(x_0)‖²): refused, naming both
+    with pytest.raises(ValueError, match=rf"F0 = {pc.F0 / 10!r} is below ‖∇f\(x_0\)‖² = "
+                                         rf"{float(direct.first_run.grad_norm2[0])!r} recorded in round 0"):
+        check_run(paths, "fedsum.theorem_4_1", constants={"F0": pc.F0 / 10}, worst_case=True)
 
 
 @pytest.mark.slow

@@ -124,9 +124,15 @@ class _RecordedObjectives:
                              "iterate w̄_T, CA-Fed §III-B), which the left side of eqs. (10) and (13) needs")
         return np.asarray(table, dtype=float)[-1]
 
-    def gap(self, history, weights, minimum: float) -> float:
-        """Σ_k w_k F_k(w̄_T) − minimum."""
-        return float(np.asarray(weights, dtype=float) @ self.client_losses(history)) - minimum
+    def gap(self, history, weights, minimum: float, name: str = "the minimum") -> float:
+        """Σ_k w_k F_k(w̄_T) − minimum; a ValueError where it is negative beyond rounding (a relative
+        1e-9): ``minimum`` (the record's ``name``) is then above the objective at w̄_T, so it is not
+        its minimum and the record contradicts itself."""
+        value = float(np.asarray(weights, dtype=float) @ self.client_losses(history))
+        if value < minimum - 1e-9 * max(abs(value), abs(minimum), 1e-300):
+            raise ValueError(f"the record's {name} = {minimum!r} is above the objective at the averaged iterate, "
+                             f"{value!r} (from avg_client_losses): a minimum cannot exceed a value of its objective")
+        return value - minimum
 
 
 def _bias(objectives, alpha, p) -> dict:
@@ -281,7 +287,8 @@ class _Context:
         if self.recorded:
             name = "F_star" if which == "F" else "F_B_star"
             own = history.meta.get("constants", {}).get(name)        # the record's own (F_B* at its p)
-            return self.objectives.gap(history, weights, float(own) if own is not None else self.objectives.constant(name))
+            return self.objectives.gap(history, weights, float(own) if own is not None else self.objectives.constant(name),
+                                       name)
         minimum = self.objectives.minimum(self.alpha if which == "F" else weights)[1]
         return loss_gap_at_average(history, self.setup.problem, weights, minimum)
 
@@ -291,7 +298,13 @@ class _Context:
 
     @property
     def kappa2(self) -> float:
-        return (self.L / self.mu) ** 2
+        try:
+            kappa2 = (self.L / self.mu) ** 2
+        except OverflowError:
+            kappa2 = math.inf
+        if not math.isfinite(kappa2):
+            raise ValueError(f"κ² = (L/μ)² overflows a float at L = {self.L!r}, μ = {self.mu!r}")
+        return kappa2
 
     def p_of(self, q) -> np.ndarray:
         return bc.biased_importance(self.pi, q)
@@ -330,6 +343,8 @@ def _context(setup: Setup, which: str) -> _Context:
         alpha = np.full(n, 1 / n) if given_alpha is None else np.asarray(given_alpha, dtype=float)
         if given_alpha is None:
             notes.append("α: uniform 1/N (the record gives no hparams.alpha)")
+        elif alpha.shape != (n,):
+            raise ValueError(f"hparams.alpha has {alpha.size} entries but the record has {n} clients")
     else:
         alpha = np.asarray(setup.hparams.get("alpha", np.full(n, 1 / n)), dtype=float)
     decay = option_number(setup.hparams, "decay", 1.0)

@@ -207,6 +207,9 @@ class Theorem:
     #: The left side of one run, ``measure(history, problem) -> float`` (delay bounds only; a
     #: plan carries its own): (1/T) Σ_t ‖∇f(x_t)‖² by default.
     measure: Callable | None = None
+    #: Whether ``measure`` is never negative, so that the judge may take Markov's lower limit
+    #: (``verify.verdicts.judge``); a plan states its own (``Plan.nonnegative``).
+    nonnegative: bool = True
     #: The ``bounds`` function ``fedverify bound`` evaluates at numbers, when ``bound`` is a
     #: wrapper that ``check`` calls (e.g. FedSUM Cor G.1 read from a pattern); None: ``bound``.
     formula: Callable | None = None

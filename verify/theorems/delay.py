@@ -277,4 +277,5 @@ def delay_plan(theorem: Theorem, setup: Setup) -> Plan:
                 measure=theorem.measure or average_grad_norm2, bound=lambda histories: bound_value,
                 step_sizes={**step_report, "eta_g_eta_l": step_report["eta_g"] * step_report["eta_l"]},
                 extras=lambda histories: dict(extras), tau=tau, notes=notes, steps_outside=steps_outside,
-                bound_range=None if bound_range is None else (lambda histories: bound_range))
+                bound_range=None if bound_range is None else (lambda histories: bound_range),
+                nonnegative=theorem.nonnegative)

@@ -66,7 +66,7 @@ from .measures import average_grad_norm2, observed_first, observed_max
 from .search import seeds, space
 
 __all__ = ["THEOREMS", "FORM_8", "DEFAULT_SURROGATE", "MeasuredLOGIT", "GeneratorConstants",
-           "measured_generator_error", "generator_points", "estimate_generator_constants"]
+           "measured_generator_error", "generator_points", "estimate_generator_constants", "check_given_generator"]
 
 #: The surrogate rules of the form (8) (weight 1/N for every client); "none" reweights by 1/|A_t|.
 FORM_8 = ("generator", "last", "ws", "zero")
@@ -202,6 +202,26 @@ def _eps_grid(eps_star, shape) -> np.ndarray:
     """ε*_{n,t} given (a number, (N,) or (T, N)) over the (rounds run, N) grid of one run."""
     eps = np.asarray(eps_star, dtype=float)
     return np.broadcast_to(eps[: shape[0]] if eps.ndim == 2 else eps, shape)
+
+
+def check_given_generator(histories, eps_star, C1, names=None) -> None:
+    """A one-line ValueError at the first point (n, t) of recorded runs where the given ε*, C₁
+    break Assumption 5, e_{n,t} ≤ ε*_{n,t} + C₁√(τ_n^t/t) (beyond a relative 1e-9 for rounding):
+    a record that contradicts the constants it states. ``names``: what to call each run."""
+    C1 = float(C1)
+    for j, h in enumerate(histories):
+        if "client_generator_error" not in (h.observed or {}):       # no generator error recorded
+            continue
+        E, X = generator_points(h)
+        envelope = _eps_grid(eps_star, E.shape) + C1 * X
+        with np.errstate(invalid="ignore"):
+            broken = np.isfinite(E) & (E > envelope + 1e-9 * np.maximum(np.abs(E), np.abs(envelope)))
+        if broken.any():
+            t, n = (int(v) for v in np.argwhere(broken)[0])
+            name = names[j] if names is not None else f"run {j}"
+            raise ValueError(f"{name}: the generator error e_{{n,t}} = {E[t, n]:.6g} of client {n} in round {t + 1} "
+                             f"exceeds ε* + C₁√(τ/t) = {envelope[t, n]:.6g} at the given ε*, C₁ = {C1:g}: they do not "
+                             "satisfy LOGIT Assumption 5 on this record")
 
 
 def estimate_generator_constants(histories, n_clients: int, *, eps_star=None, C1=None,

@@ -3,12 +3,30 @@ they need. Each is written from the paper's definition; the tests recompute them
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 import torch
 
 __all__ = ["average_grad_norm2", "stage_average", "weighted_losses", "weighted_minimum", "loss_gap_at_average",
-           "observed_max", "pooled", "client_minimisers"]
+           "observed_max", "pooled", "client_minimisers", "measured_value"]
+
+
+def measured_value(value, theorem: str, run: str) -> float:
+    """``value``, what the measure of ``theorem`` returned for ``run``, as a float; anything that is
+    not one real number (None, text, a boolean, an array of several values, an integer beyond a
+    float's range) is a one-line ValueError naming it."""
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+    one = ((isinstance(value, numbers.Real) and not isinstance(value, bool))
+           or (isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf"))
+    if not one:
+        raise ValueError(f"the measure of {theorem} returned {shown} ({type(value).__name__}) for {run}; "
+                         "a measure returns one number per run")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"the measure of {theorem} returned {shown} for {run}, beyond a float's range "
+                         "(about 1.8e308)") from None
 
 
 def average_grad_norm2(history, problem=None) -> float:

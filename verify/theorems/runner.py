@@ -29,6 +29,7 @@ from ..verdicts import (CheckResult, WorstCaseColumn, distinct_seeds, judge, noi
                         with_worst_case)
 from .contract import Plan, Setup, Theorem
 from .delay import delay_plan
+from .measures import measured_value
 
 __all__ = ["run_plan", "run_plans", "make_plan", "execute_runs", "one_by_one", "RunRequest", "judge_recorded",
            "worst_case_column", "worst_case_refusal", "worst_case_mode", "known_constants", "attach_worst_case",
@@ -187,7 +188,7 @@ def _judge(pending: _Pending, run_histories: list) -> CheckResult:
                 per.append(math.inf)
                 continue
             histories.append(history)
-            value = float(plan.measure(history, setup.problem))
+            value = measured_value(plan.measure(history, setup.problem), theorem.name, f"seed {seed}")
             if math.isnan(value):
                 raise ValueError(f"the left side of {theorem.name} measured NaN on seed {seed}, a run that did not stop: "
                                  "the theorem's measure returned NaN (a measure must give a number for every finished run)")

@@ -26,13 +26,15 @@ KEYWORDS = ("constants", "tau_max", "tau_avg", "expected_tau_max", "expected_tau
 
 def user_theorem(bound, *, covers=None, name: str | None = None, lhs: str = AVERAGE_GRAD_NORM2,
                  lhs_latex: str = AVERAGE_GRAD_NORM2_LATEX, measure=None, steps: str | None = None, needs=None,
-                 assumptions: str = "") -> Theorem:
+                 assumptions: str = "", nonnegative: bool | None = None) -> Theorem:
     """A checkable theorem from a delay bound ``bound`` (see the module docstring).
 
     ``covers``: the algorithm names it is proved for (None: unknown, every verdict is then
     unmarked); ``measure(history, problem) -> float``: the left side of one run (default
     (1/T) Σ_t ‖∇f(x_t)‖², the History's ``mean_grad_norm2``), described by ``lhs``/``lhs_latex``;
-    ``steps``: what step sizes it assumes, in words; ``needs``: constants beyond L, σ², Δ_f, F_0.
+    ``steps``: what step sizes it assumes, in words; ``needs``: constants beyond L, σ², Δ_f, F_0;
+    ``nonnegative``: whether the left side is never negative, which lets the judge take Markov's
+    lower limit (default: True for the default measure, False for a measure of your own).
     The bound is over the participation too when it takes ``expected_tau_max``."""
     if not callable(bound):
         raise ValueError(f"bound must be a callable returning a Bound or a number, got {bound!r}")
@@ -55,7 +57,8 @@ def user_theorem(bound, *, covers=None, name: str | None = None, lhs: str = AVER
                    expectation="participation" if "expected_tau_max" in params else "noise",
                    covers=None if covers is None else tuple(covers), steps=steps or given, plan=None,
                    needs=dict(needs or {}), assumptions=assumptions, delay_bound=True,
-                   measure=measure or average_grad_norm2)
+                   measure=measure or average_grad_norm2,
+                   nonnegative=measure is None if nonnegative is None else bool(nonnegative))
 
 
 def from_callable(bound) -> Theorem:
