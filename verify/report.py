@@ -349,6 +349,10 @@ def _interval_scale(ax, values: Sequence[float]) -> None:
     from matplotlib.ticker import FormatStrFormatter
 
     if all(v > 0 for v in values):
+        if values:                             # margins in log10, kept inside the float range
+            low, high = math.log10(min(values)), math.log10(max(values))
+            pad = max(0.12 * (high - low), 0.05)
+            ax.set_ylim(10.0 ** max(low - pad, -307.0), 10.0 ** min(high + pad, 307.0))
         _quiet_log_axis(ax)
         return
     magnitudes = [abs(v) for v in values if v != 0]

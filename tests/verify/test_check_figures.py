@@ -147,3 +147,21 @@ def test_check_paper_writes_and_lists_one_figure_per_theorem(tmp_path, capsys):
                               "check-momentum.theorem_5_1.png", "check-momentum.corollary_g1.png"])
     assert all(str(tmp_path / name) in wrote for name in figures)
     assert all(_width_px(tmp_path / name) <= SCREEN_PX for name in figures)
+
+
+def test_an_interval_panel_near_the_float_limit_is_drawn():
+    """Values near 1e300 (a bound at an absurd step size): the log margins stay inside the float
+    range instead of overflowing to an infinite axis limit."""
+    import io
+
+    from verify.report import _interval_scale, figure
+
+    fig, axes = figure()
+    ax = axes.ravel()[0]
+    ax.errorbar([0], [3e299], yerr=[[1e299], [1e299]], fmt="o")
+    ax.hlines(1.5e300, -0.3, 0.3)
+    ax.margins(y=0.12)
+    _interval_scale(ax, [3e299, 2e299, 4e299, 1.5e300])
+    fig.savefig(io.BytesIO(), format="png")
+    low, high = ax.get_ylim()
+    assert 0 < low < 2e299 and 1.5e300 < high < float("inf")
