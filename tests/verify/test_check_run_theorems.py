@@ -14,7 +14,7 @@ from bounds.core import Constants
 from participation import Trace
 from participation.patterns import Bernoulli, Cyclic, Markov, Uniform
 from verify.checking import check
-from verify.cli.commands.check import averaged_losses
+from verify.check_tables import averaged_losses
 from verify.record_checks import check_run
 from verify.records import RunRecorder, algorithm_fields, availability_of, load_record, record_from_history
 
@@ -349,11 +349,11 @@ def test_an_availability_model_estimated_from_the_recorded_participation_says_so
 def _cafed_recorded(problem, tmp_path, theorem, algorithm="cafed-unbiased", seeds=3, pattern=None):
     """``check`` on a Markov pattern with every run recorded, then the measured constants stated in
     the records' headers (what ``check --record`` does for a CA-Fed row)."""
-    from verify.cli.commands.check import _state_cafed_constants
+    from verify.check_tables import state_cafed_constants
 
     pattern = pattern or Markov(np.linspace(0.4, 0.9, N), np.full(N, 0.3))
     result, paths = _checked_and_recorded(problem, tmp_path, theorem, algorithm, pattern, seeds=seeds)
-    _state_cafed_constants(paths, result, problem)
+    state_cafed_constants(paths, result, problem)
     return result, paths
 
 

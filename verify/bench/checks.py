@@ -27,15 +27,27 @@ def _check_args(extra: list[str]):
 
 
 def _compute(args):
-    """The rows of ``fedverify check`` with these arguments (no report, no files)."""
-    from ..choices import build_problem
-    from ..cli.commands.check import _check_inputs, compute_rows
+    """The rows of ``fedverify check`` with these arguments (no report, no files): its tables as
+    the command resolves them, computed by ``verify.check_tables``."""
+    from ..check_tables import CheckSettings, compute_rows, default_names
+    from ..choices import DEFAULT_CLIENTS, MAIN_PRESETS, DefaultNames, build_problem, resolve_patterns, split_names
     from ..constants import estimate_constants, problem_constants
+    from ..theorems import THEOREMS, get
 
-    tables, device, n_clients, _, hparams = _check_inputs(args)
+    theorems = ([t for name, t in THEOREMS.items() if name.startswith(args.paper + ".") and t.checkable]
+                if args.paper else [get(args.theorem)])
+    n_clients = args.clients or DEFAULT_CLIENTS
+    tables = []
+    for theorem in theorems:
+        names, patterns = default_names(theorem, MAIN_PRESETS)
+        names = names if isinstance(args.algorithms, DefaultNames) else split_names(args.algorithms)
+        patterns = patterns if isinstance(args.patterns, DefaultNames) else split_names(args.patterns)
+        tables.append((theorem, names, resolve_patterns(patterns, n_clients)))
     problem = build_problem(args.problem, n_clients)
     consts = problem_constants(problem) if args.constants == "problem" else estimate_constants(problem)
-    return compute_rows(args, tables, problem, consts, device, hparams)
+    settings = CheckSettings(problem, consts, args.rounds, args.local_steps, args.seeds, args.confidence,
+                             worst_case=args.worst_case)
+    return compute_rows(tables, settings)
 
 
 def _measured(results) -> list:

@@ -10,6 +10,7 @@ from pathlib import Path
 from ...choices import (CHECK_ALGORITHMS, CONSTANT_SOURCES, DEFAULT_CLIENTS, MAIN_PRESETS, PAPERS,
                          PROBLEMS, DefaultNames, build_problem, is_trace_file, resolve_patterns, split_names,
                          trace_clients)
+from ...check_tables import CheckSettings, RecordWriter, compute_rows, default_names, noise_free_problem
 from ..usage import UsageError
 from . import add_long_option, announce, arguments, early_checks, require_long, device as _device, load_plugins, parse_setting, show_progress, writable_folder
 
@@ -111,21 +112,6 @@ def _steps(args) -> None:
                          "sizes, or neither for the theorem's own")
 
 
-def _given_algorithm(name: str, args, hparams: dict):
-    """``name`` at the user's ``--eta-l``/``--eta-g`` with its own hyper-parameters of ``--set``."""
-    import dataclasses
-
-    import algorithms
-    from algorithms.registry import algorithm_class
-
-    own = {f.name for f in dataclasses.fields(algorithm_class(name))}
-    options = {k: v for k, v in hparams.items() if k in own and k not in ("eta_l", "eta_g", "local_steps")}
-    try:
-        return algorithms.get(name, eta_l=args.eta_l, eta_g=args.eta_g, local_steps=args.local_steps, **options)
-    except ValueError as err:
-        raise UsageError(f"{name} at --eta-l {args.eta_l:g} --eta-g {args.eta_g:g}: {err}") from None
-
-
 def _curve(result):
     """Running mean (1/t) Σ_{s<t} ‖∇f(x_s)‖² of the first run, when that is the measured quantity; else empty."""
     import numpy as np
@@ -161,14 +147,15 @@ def _plan(args) -> list[tuple[object, list[str], list[str]]]:
         theorems = [_theorem(args.theorem)]
     tables = []
     for theorem in theorems:
-        if isinstance(args.algorithms, DefaultNames):
-            names = list(theorem.algorithms or theorem.covers or ())
-            if not names:
-                raise UsageError(f"{theorem.name} names no algorithm to run: give --algorithms")
-        else:
-            names = _algorithms(args.algorithms)
+        try:
+            default_algorithms, default_patterns = default_names(theorem, MAIN_PRESETS)
+        except ValueError as err:
+            if isinstance(args.algorithms, DefaultNames):
+                raise UsageError(str(err)) from None
+            default_algorithms, default_patterns = [], list(theorem.patterns or MAIN_PRESETS)
+        names = default_algorithms if isinstance(args.algorithms, DefaultNames) else _algorithms(args.algorithms)
         if isinstance(args.patterns, DefaultNames):
-            patterns = list(theorem.patterns or MAIN_PRESETS)
+            patterns = default_patterns
         else:
             patterns = _names(args.patterns, "--patterns", "pattern or trace file")
         tables.append((theorem, names, patterns))
@@ -235,15 +222,6 @@ def _announce_check(tables, problem, args, device, hparams) -> None:
         announce(f"check: {which}{runs} runs of {args.rounds} rounds in batches, about {human_seconds(seconds)}")
 
 
-def _needs_admissible_row(result, theorem) -> bool:
-    """A covered FedSUM algorithm whose prescribed step sizes break a hypothesis of its lemma:
-    its row tests nothing, so the table gains a row at the largest admissible step sizes."""
-    from bounds.fedsum import ALGORITHMS
-
-    return (theorem.delay_bound and result.covered is not False and not result.conditions_hold
-            and result.algorithm in ALGORITHMS)
-
-
 def add_arguments(parser) -> None:
     """The options of ``check``."""
     parser.add_argument("--list-algorithms", action="store_true",
@@ -303,84 +281,6 @@ def add_worst_case(parser) -> None:
                        help="no worst-case column")
 
 
-def noise_free_problem(name: str, problem):
-    """``problem`` with exact client gradients (σ² = 0), for ``--noise-free``: the quadratic's
-    Gaussian noise set to zero; a problem whose noise is its mini-batches is refused."""
-    if not hasattr(problem, "noise_std"):
-        raise UsageError(f"--noise-free: the problem {name!r} samples mini-batches and has no noise-free form; "
-                         "use --problem quadratic")
-    problem.noise_std = 0.0
-    return problem
-
-
-def averaged_losses(problem, history):
-    """F_k (k = 1..N) at the run's step-weighted average iterate (CA-Fed §III-B), in float64, or
-    None where the run has no average or the problem no per-client losses."""
-    if history.averaged_params is None or not hasattr(problem, "client_losses"):
-        return None
-    import torch
-
-    reference = problem.to("cpu", torch.float64)
-    try:
-        return reference.client_losses(torch.as_tensor(history.averaged_params, dtype=torch.float64)).numpy()
-    except (ValueError, NotImplementedError):
-        return None
-
-
-def _state_cafed_constants(paths, result, problem) -> None:
-    """Write into each record of a CA-Fed row the constants its plan measured on the problem (F*,
-    F_B* at the record's own weights, ε_bias, Γ, Γ', μ, diam(W)) and its step-size exponent, so
-    that ``check-run`` judges the records alone."""
-    from ...records import amend_header, load_record
-    from ...theorems.cafed import record_constants
-
-    records = [load_record(p) for p in paths]
-    for path, constants in zip(paths, record_constants(result, problem, records)):
-        constants["source"] = ("fedverify problem: exact L, σ², Δ_f, F_0; F*, F_B*, ε_bias, Γ, Γ', μ, diam(W) "
-                               "measured by check")
-        amend_header(path, constants=constants, hparams={"decay": float(result.step_sizes["decay"])})
-
-
-def compute_rows(args, tables, problem, consts, device, hparams, recorder=None):
-    """The check's results: (cells, results, admissible), a cell being (theorem, algorithm name,
-    pattern label, trace or pattern), ``admissible`` mapping id(result) to the row at admissible
-    step sizes that the cell gains (see ``_needs_admissible_row``). Every run of the table runs
-    in batches (``verify.checking.check_many``)."""
-    from participation import Trace
-
-    from ...checking import CallError, check_many
-
-    given = args.eta_l is not None
-
-    def call(theorem, name, source, **extra):
-        rounds = min(args.rounds, source.n_rounds) if isinstance(source, Trace) else args.rounds
-        if given:
-            name = _given_algorithm(name, args, hparams)
-            extra.setdefault("step_sizes", "given")
-        return dict(algorithm=name, problem=problem, trace_or_pattern=source, theorem=theorem, seeds=args.seeds,
-                    rounds=rounds, local_steps=args.local_steps, constants=consts, confidence=args.confidence,
-                    device=device, hparams=hparams, worst_case=args.worst_case, **extra)
-
-    def checked(calls, labels, what=""):
-        """The results of ``calls`` run as batches, or one line naming the row that failed."""
-        try:
-            return check_many(calls)
-        except CallError as err:
-            theorem, name, label = labels[err.index]
-            raise UsageError(f"{theorem.name}, {name} on {label}{what}: {err}") from None
-
-    cells = [(theorem, name, label, source) for theorem, names, patterns in tables
-             for name in names for label, source in patterns]
-    results = checked([call(theorem, name, source, on_run=recorder(theorem, name, label, source) if recorder else None)
-                       for theorem, name, label, source in cells], [(t, n, lab) for t, n, lab, _ in cells])
-    wanted = [(cell, result) for cell, result in zip(cells, results)
-              if not given and _needs_admissible_row(result, cell[0])]
-    at_admissible = checked([call(theorem, name, source, step_sizes="admissible")
-                             for (theorem, name, _, source), _ in wanted],
-                            [(t, n, lab) for (t, n, lab, _), _ in wanted], " at admissible step sizes")
-    return cells, results, {id(result): more for (_, result), more in zip(wanted, at_admissible)}
-
-
 def algorithm_list() -> str:
     """One line per registered algorithm: its name and the first paragraph of its class's
     docstring, on one line and cut to about 100 characters."""
@@ -425,47 +325,21 @@ def run(args) -> str:
         problem = noise_free_problem(args.problem, problem)
     consts = problem_constants(problem) if args.constants == "problem" else estimate_constants(problem)
     _announce_check(tables, problem, args, device, hparams)
+    writer = None
     if args.record is not None:
         writable_folder(args.record, "--record", ())
-    pc = problem.constants() if args.record is not None else None
-
-    written: dict = {}
-
-    def recorder(theorem, algorithm_label, pattern_label, source):
-        if args.record is None:
-            return None
-        from ...records import algorithm_fields, availability_of, record_from_history
-
-        constants = {"L": pc.L, "sigma2": pc.sigma2, "delta_f": pc.delta_f, "F0": pc.F0,
-                     "source": f"fedverify problem {args.problem}: " + ("exact" if {"L", "sigma2", "delta_f", "F0"}
-                                                                         <= set(pc.exact) else "the problem's own")}
-        prefix = f"{theorem.name}_" if len(tables) > 1 else ""
-        options = {k: v for k, v in hparams.items() if k in theorem.options}
-        count = {}
-        paths = written.setdefault((theorem.name, algorithm_label, pattern_label), [])
-
-        def write(history, trace, algorithm, seed):
-            j = count.setdefault(seed, 0)
-            count[seed] += 1
-            name = f"{prefix}{algorithm_label}_{pattern_label}_t{j}_s{seed}.jsonl".replace("/", "-")
-            steps = {k: v for k, v in algorithm.hparams.items() if k.startswith("eta") and isinstance(v, (int, float))}
-            fields = algorithm_fields(algorithm)
-            fields["hparams"] = {**(fields["hparams"] or {}), **options} or None
-            paths.append(record_from_history(
-                Path(args.record) / name, history, trace, algorithm=algorithm.name, local_steps=algorithm.local_steps,
-                step_sizes=steps, seed=int(seed), constants=constants, problem=args.problem,
-                availability=availability_of(source), averaged_losses=averaged_losses(problem, history), **fields))
-        return write
+        writer = RecordWriter(args.record, problem, args.problem, hparams, prefixed=len(tables) > 1)
+    settings = CheckSettings(problem, consts, args.rounds, args.local_steps, args.seeds, args.confidence, device,
+                             hparams, args.worst_case, args.eta_l, args.eta_g)
     rows, notes, sections, footnotes = [], {}, [], []
     total = sum(len(n) * len(p) for _, n, p in tables) * args.seeds
     bar = tqdm(total=total, unit="run", desc="fedverify check", disable=not show_progress(args), file=sys.stderr)
     with bar:
         bar.set_postfix_str(f"{sum(len(n) * len(p) for _, n, p in tables)} rows in batches")
-        cells, results, admissible = compute_rows(args, tables, problem, consts, device, hparams, recorder)
+        cells, results, admissible = compute_rows(tables, settings, writer.for_row if writer else None)
         bar.update(total)
-        for (theorem, name, label, _), result in zip(cells, results):
-            if theorem.paper == "cafed":
-                _state_cafed_constants(written.get((theorem.name, name, label), ()), result, problem)
+        if writer is not None:
+            writer.finish(cells, results)
         by_theorem: dict = {}
         for (theorem, name, label, _), result in zip(cells, results):
             here = by_theorem.setdefault(theorem.name, [])
