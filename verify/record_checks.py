@@ -39,16 +39,18 @@ import numpy as np
 
 from algorithms import History
 from bounds.core import Constants
+from bounds.fedsum import ALGORITHMS as FEDSUM_ALGORITHMS
 from participation.delays import delay_metrics
 
 from .checking import resolve_bound, resolve_theorem
 from .record_consistency import check_constants
 from .records import RunRecord, _finite, load_record
 from .theorems.delay import evaluate as _evaluate
-from .theorems.delay import lemma_conditions, prescribed_steps
+from .theorems.delay import lemma_conditions, prescribed_steps, uncovered_note
+from .theorems.from_records import require_F0
 from .theorems.measures import measured_value
-from .theorems.runner import (attach_worst_case, known_constants, worst_case_column, worst_case_mode,
-                              worst_case_refusal)
+from .theorems.runner import (attach_worst_case, known_constants, require_number, worst_case_column,
+                              worst_case_mode, worst_case_refusal)
 from .verdicts import CheckResult, WorstCaseColumn, judge, noise_free, rounding_tolerance
 
 __all__ = ["check_run", "history_of"]
@@ -211,14 +213,14 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
                          f"{theorem.name} needs: its bound is written in the step sizes η_g, η_l")
     algorithm = first.header.get("algorithm") or "unknown"
     notes = []
-    metrics = [delay_metrics(r.trace) for r in records]
+    metrics = [delay_metrics(r.trace) for r in records]          # τ once per record's trace
+    fedsum_name = algorithm if algorithm in FEDSUM_ALGORITHMS else None
     bound_range = None
     if spec.expectation:
         from .theorems.delay import expected_delays
         from .theorems.from_records import availability_pattern
 
         model = pattern if pattern is not None else availability_pattern(first, theorem.name)[0]
-        fedsum_name = algorithm if algorithm in ("fedsum-b", "fedsum", "fedsum-cr") else None
         if model is not None:           # the header's participation model: E[τ] as check takes it
             e_max, e_avg, ranges, how = expected_delays(model, first.n_rounds, 0, float(confidence))
             notes.append(f"E[τ_max], E[τ_avg] of the records' availability model: {how}")
@@ -243,18 +245,15 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         m = metrics[0]
         tau = (float(m.tau_max), float(m.tau_avg))
         bound = _evaluate(spec, constants=consts, tau_max=m.tau_max, tau_avg=m.tau_avg, eta_g=steps.get("eta_g"),
-                          eta_l=steps.get("eta_l"),
-                          algorithm=algorithm if algorithm in ("fedsum-b", "fedsum", "fedsum-cr") else None)
+                          eta_l=steps.get("eta_l"), algorithm=fedsum_name)
     if "F0" not in const_info:           # never taken as 0: refused when the bound depends on it
         other = dataclasses.replace(consts, F0=1.0)
-        again = (_evaluate(spec, constants=other, expected_tau_max=tau[0], expected_tau_avg=tau[1], pattern=pattern)
-                 if spec.expectation else
-                 _evaluate(spec, constants=other, tau_max=tau[0], tau_avg=tau[1], eta_g=steps.get("eta_g"),
-                           eta_l=steps.get("eta_l"), algorithm=algorithm if algorithm in ("fedsum-b", "fedsum", "fedsum-cr")
-                           else None))
-        if again.value != bound.value:
-            raise ValueError(f"the record gives no F0 (F_0 = (1/N) Σ_i ‖∇f_i(x⁰)‖², FedSUM Thm 4.1), which {theorem.name} "
-                             "uses: write it in the header's constants or pass it (--F0, constants=)")
+        require_F0(theorem.name, bound, lambda: (
+            _evaluate(spec, constants=other, expected_tau_max=tau[0], expected_tau_avg=tau[1], pattern=pattern)
+            if spec.expectation else
+            _evaluate(spec, constants=other, tau_max=tau[0], tau_avg=tau[1], eta_g=steps.get("eta_g"),
+                      eta_l=steps.get("eta_l"), algorithm=fedsum_name)),
+            what=" (F_0 = (1/N) Σ_i ‖∇f_i(x⁰)‖², FedSUM Thm 4.1)")
     conditions = list(bound.conditions)
     steps_outside = None
     if {"eta_g", "eta_l"} <= set(steps) and not spec.needs_steps:
@@ -304,8 +303,7 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         values.append(value)
     stopped = [f"{Path(r.path).name if r.path else f'record {i}'}: diverged" for i, (r, v) in enumerate(zip(records, values))
                if not math.isfinite(v)]
-    if math.isnan(float(bound.value)):
-        raise ValueError(f"the bound of {theorem.name} is NaN at these inputs: a bound must be a number (or inf)")
+    require_number(bound, theorem.name)
     exact = noise_free(consts.sigma2, "participation" if spec.expectation else "noise", None)
     atol = rounding_tolerance(consts)
     decision = judge(values, bound_range or float(bound.value), confidence=confidence, noise_free=exact, atol=atol,
@@ -317,8 +315,7 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
         notes.append("a hypothesis of the bound fails at the recorded step sizes: the verdict does not test the theorem")
     covered = theorem.covered(algorithm)
     if covered is False:
-        notes.append(f"{theorem.name} is proved for {', '.join(theorem.covers)}, not {algorithm}: "
-                     "the verdict compares numbers for reference and tests no theorem")
+        notes.append(uncovered_note(theorem, algorithm))
     mean, lower, upper, outcome = decision.measured, decision.lower, decision.upper, decision.verdict
     result = CheckResult(
         verdict=outcome, measured=mean, lower=lower, upper=upper, confidence=float(confidence), values=tuple(values),
@@ -399,10 +396,7 @@ def _judge_plan(records: list[RunRecord], theorem, constants, confidence: float,
     plan = make_plan(theorem, setup)
     bound = plan.bound(histories)
     if given.get("F0") is None:            # never taken as 0: refused when the bound depends on it
-        again = make_plan(theorem, from_records.with_F0(setup, 1.0)).bound(histories)
-        if again.value != bound.value:
-            raise ValueError(f"the record gives no F0, which {theorem.name} uses: write it in the header's constants "
-                             "or pass it (--F0, constants=)")
+        require_F0(theorem.name, bound, lambda: make_plan(theorem, from_records.with_F0(setup, 1.0)).bound(histories))
     outside = from_records.steps_outside(theorem, setup, plan, bound)
     if outside:
         plan.steps_outside = outside

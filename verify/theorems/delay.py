@@ -39,11 +39,13 @@ from .contract import Plan, Setup, Theorem
 from .measures import average_grad_norm2
 
 __all__ = ["BoundSpec", "bound_spec", "evaluate", "delay_plan", "lemma_conditions", "prescribed_steps", "STEP_MODES",
-           "expected_delays"]
+           "expected_delays", "uncovered_note", "plan_delays", "REFERENCE_ONLY"]
 
 STEP_MODES = ("theorem", "given", "admissible")
 #: The lemma that covers each FedSUM algorithm at arbitrary step sizes (FedSUM Lemmas C.6, D.6, E.6).
 LEMMAS = {"fedsum-b": fedsum.lemma_c6, "fedsum": fedsum.lemma_d6, "fedsum-cr": fedsum.lemma_e6}
+#: What a verdict outside a theorem's setting is worth (the end of :func:`uncovered_note`).
+REFERENCE_ONLY = "the verdict compares numbers for reference and tests no theorem"
 #: Replicates of the Monte-Carlo estimate of E[τ_max], E[τ_avg] when no exact formula exists.
 MC_REPLICATES = 4000
 
@@ -91,6 +93,30 @@ def evaluate(spec: BoundSpec, **available) -> Bound:
             raise ValueError(f"bound {spec.name!r} returned {shown}, beyond a float's range (about 1.8e308)") from None
         return Bound(value, {"bound": value}, sp.Float(value), Source("user", spec.name))
     raise ValueError(f"bound {spec.name!r} returned {type(out).__name__}, expected a Bound or a number")
+
+
+def uncovered_note(theorem: Theorem, algorithm: str | None = None, reason: str | None = None) -> str:
+    """The note on a verdict that tests no theorem: ``algorithm`` outside the theorem's ``covers``,
+    or (``algorithm`` None) runs that leave its setting, for ``reason`` when given."""
+    if algorithm is not None:
+        return f"{theorem.name} is proved for {', '.join(theorem.covers)}, not {algorithm}: {REFERENCE_ONLY}"
+    return f"these runs leave the setting of {theorem.name}" + (f" ({reason})" if reason else "") + f": {REFERENCE_ONLY}"
+
+
+def plan_delays(plan: Plan) -> list:
+    """``delay_metrics`` of each of ``plan.traces``, computed once per plan and trace (kept on the
+    plan; :func:`delay_plan` stores those it computed)."""
+    key = tuple(map(id, plan.traces))
+    cached = plan.__dict__.get("_delays")
+    if cached is None or cached[0] != key:
+        cached = (key, [delay_metrics(t) for t in plan.traces])
+        plan._delays = cached
+    return cached[1]
+
+
+def _keep_delays(plan: Plan, metrics: list) -> Plan:
+    plan._delays = (tuple(map(id, plan.traces)), list(metrics))
+    return plan
 
 
 def lemma_conditions(algorithm: str, consts: Constants, steps: dict, tau_max, tau_avg) -> tuple[Condition, ...]:
@@ -180,13 +206,14 @@ def delay_plan(theorem: Theorem, setup: Setup) -> Plan:
         notes += [note] if note else []
     elif setup.pattern is None:
         traces = [setup.trace]
-        m = delay_metrics(setup.trace)
-        e_max, e_avg, how = float(m.tau_max), float(m.tau_avg), "the one fixed trace's τ (no pattern to average over)"
     else:
         k = len(setup.seeds) if setup.n_traces is None else setup.n_traces
         traces = [Trace(m) for m in setup.pattern.sample_batch(T, k, seed=setup.trace_seed)]
         e_max, e_avg, ranges, how = expected_delays(setup.pattern, T, setup.trace_seed, setup.confidence)
-    metrics = [delay_metrics(tr) for tr in traces]
+    metrics = [delay_metrics(tr) for tr in traces]          # once per trace: the plan keeps them (plan_delays)
+    if spec.expectation and setup.pattern is None:
+        m = metrics[0]
+        e_max, e_avg, how = float(m.tau_max), float(m.tau_avg), "the one fixed trace's τ (no pattern to average over)"
 
     prescribed = [prescribed_steps(spec, consts, m.tau_max, m.tau_avg, name, theorem.prescribes_steps) for m in metrics]
     own = prescribed[0][1]
@@ -269,13 +296,11 @@ def delay_plan(theorem: Theorem, setup: Setup) -> Plan:
             built[key] = setup.build(s["eta_g"], s["eta_l"])
         return built[key]
 
-    covered = theorem.covered(name)
-    if covered is False:
-        notes.append(f"{spec.name} is proved for {', '.join(theorem.covers)}, not {name}: "
-                     "the verdict compares numbers for reference and tests no theorem")
-    return Plan(algorithm=[algorithm_at(s) for s in steps], traces=traces,
+    if theorem.covered(name) is False:
+        notes.append(uncovered_note(theorem, name))
+    return _keep_delays(Plan(algorithm=[algorithm_at(s) for s in steps], traces=traces,
                 measure=theorem.measure or average_grad_norm2, bound=lambda histories: bound_value,
                 step_sizes={**step_report, "eta_g_eta_l": step_report["eta_g"] * step_report["eta_l"]},
                 extras=lambda histories: dict(extras), tau=tau, notes=notes, steps_outside=steps_outside,
                 bound_range=None if bound_range is None else (lambda histories: bound_range),
-                nonnegative=theorem.nonnegative)
+                nonnegative=theorem.nonnegative), metrics)

@@ -25,7 +25,7 @@ from bounds.core import Constants
 
 from .contract import Setup, Theorem
 
-__all__ = ["FIELDS", "record_history", "record_setup", "staleness", "missing"]
+__all__ = ["FIELDS", "record_history", "record_setup", "staleness", "missing", "require_F0"]
 
 #: Where each record field a plan reads comes from, and the equation that uses it.
 FIELDS = {
@@ -335,6 +335,14 @@ def constants_needed(theorem: Theorem, given: dict) -> None:
 
 def with_F0(setup: Setup, value: float) -> Setup:
     return dataclasses.replace(setup, constants=dataclasses.replace(setup.constants, F0=value))
+
+
+def require_F0(theorem_name: str, bound, at_F0_one, what: str = "") -> None:
+    """F_0 never taken as 0: refuse a record without F0 whose bound depends on it, that is whose
+    ``bound`` differs from ``at_F0_one()`` (the same bound at F_0 = 1). ``what`` says what F_0 is."""
+    if at_F0_one().value != bound.value:
+        raise ValueError(f"the record gives no F0{what}, which {theorem_name} uses: write it in the header's "
+                         "constants or pass it (--F0, constants=)")
 
 
 #: The constants a CA-Fed record states (its header's ``constants``), and where each enters.

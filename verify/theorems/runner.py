@@ -23,17 +23,16 @@ from dataclasses import dataclass, field
 
 import algorithms
 from algorithms.engine import batch_key
-from participation.delays import delay_metrics
 
 from ..verdicts import (CheckResult, WorstCaseColumn, distinct_seeds, judge, noise_free, rounding_tolerance,
                         with_worst_case)
 from .contract import Plan, Setup, Theorem
-from .delay import delay_plan
+from .delay import delay_plan, plan_delays, uncovered_note
 from .measures import measured_value
 
 __all__ = ["run_plan", "run_plans", "make_plan", "execute_runs", "one_by_one", "RunRequest", "judge_recorded",
            "worst_case_column", "worst_case_refusal", "worst_case_mode", "known_constants", "attach_worst_case",
-           "look_at", "AUTO_SECONDS", "WORST_CASE_MODES", "NOISY"]
+           "look_at", "require_number", "AUTO_SECONDS", "WORST_CASE_MODES", "NOISY"]
 
 
 def make_plan(theorem: Theorem, setup: Setup) -> Plan:
@@ -41,6 +40,12 @@ def make_plan(theorem: Theorem, setup: Setup) -> Plan:
     (:func:`verify.theorems.delay.delay_plan`)."""
     theorem.require_checkable()
     return theorem.plan(setup) if theorem.plan is not None else delay_plan(theorem, setup)
+
+
+def require_number(bound, theorem_name: str) -> None:
+    """Refuse a bound whose value is NaN (a bound must be a number, or inf)."""
+    if math.isnan(float(bound.value)):
+        raise ValueError(f"the bound of {theorem_name} is NaN at these inputs: a bound must be a number (or inf)")
 
 
 def _plan_algorithm(plan, j: int):
@@ -202,8 +207,7 @@ def _judge(pending: _Pending, run_histories: list) -> CheckResult:
         raise ValueError(f"{theorem.name}: the plan gave no run and no value to judge")
     # when every run diverged, the bound reads its measured inputs from the first run as far as it got
     bound = plan.bound(histories if histories or plan.values is not None else [first])
-    if math.isnan(float(bound.value)):
-        raise ValueError(f"the bound of {theorem.name} is NaN at these inputs: a bound must be a number (or inf)")
+    require_number(bound, theorem.name)
     consts = setup.constants
     exact = plan.noise_free if plan.noise_free is not None else noise_free(
         consts.sigma2, theorem.expectation, setup.pattern)
@@ -225,15 +229,13 @@ def _judge(pending: _Pending, run_histories: list) -> CheckResult:
     if setup.algorithm in theorem.reductions:
         notes.append(f"{setup.algorithm}: {theorem.reductions[setup.algorithm]}")
     if covered is False and not theorem.covered(setup.algorithm):
-        notes.append(f"{theorem.name} is proved for {', '.join(theorem.covers)}, not {setup.algorithm}: "
-                     "the verdict compares numbers for reference and tests no theorem")
+        notes.append(uncovered_note(theorem, setup.algorithm))
     elif covered is False:
-        notes.append(f"these runs leave the setting of {theorem.name}" + (f" ({reason})" if reason else "")
-                     + ": the verdict compares numbers for reference and tests no theorem")
+        notes.append(uncovered_note(theorem, reason=reason))
     if plan.steps_outside:
         notes.append(f"step sizes outside {theorem.name}'s: {plan.steps_outside}")
     fixed_trace = theorem.expectation == "participation" and setup.pattern is None and bool(plan.traces)
-    metrics = [delay_metrics(t) for t in plan.traces]
+    metrics = plan_delays(plan)
     tau = plan.tau or (math.nan, math.nan)          # a bound without τ: the delays are not part of it
     extras = plan.extras(histories) if plan.extras is not None and (histories or not plan.traces) else {}
     first_alg = _plan_algorithm(plan, 0) if plan.traces else None
