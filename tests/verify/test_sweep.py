@@ -15,15 +15,16 @@ import algorithms
 from participation import Trace, preset
 from participation.expected import exact_tau_avg, monte_carlo
 from verify import choices
-from verify.sweep import runner as sweep
+from verify.sweep import cells as sweep_cells, runner as sweep
 from verify.checking import check
 from verify.cli import main
 from verify.sweep.executors import local_processes, open_executor
+from verify.sweep.spec import _toml
 
 ROOT = Path(__file__).resolve().parents[2]
 
 try:
-    tomllib = sweep._toml()
+    tomllib = _toml()
 except ValueError:     # Python 3.10 without tomli: TOML specs are refused, JSON ones work
     tomllib = None
 needs_toml = pytest.mark.skipif(tomllib is None, reason="reading TOML needs Python ≥ 3.11 or tomli")
@@ -207,7 +208,7 @@ def test_check_cell_is_fedverify_check(theorem):
                                      "local_steps": 2, "seeds": 1, "runs": 3, "theorems": theorem}})
     record = sweep.run_cell(cell)
     results = record["results"]
-    problem, consts = sweep._problem_and_constants("quadratic", 5)
+    problem, consts = sweep_cells._problem_and_constants("quadratic", 5)
     pattern = choices.scaled_preset("P2", 5)
     expected = check("fedsum", problem, pattern, theorem, seeds=[3, 4, 5], rounds=15, local_steps=2,
                      constants=consts, trace_seed=1)
@@ -299,7 +300,7 @@ def test_a_failing_cell_keeps_the_others(tmp_path, monkeypatch):
     def broken(cell):
         raise ArithmeticError("no luck")
 
-    monkeypatch.setattr(sweep, "_run_monte_carlo", broken)
+    monkeypatch.setattr(sweep_cells, "_run_monte_carlo", broken)
     with pytest.raises(sweep.SweepError, match=r"2 of 14 cells failed \(first: Monte-Carlo P2 .*ArithmeticError: no luck\)") as err:
         sweep.run_sweep(TINY, tmp_path, progress=False)
     assert len(err.value.outcome.rows) == 12 and len(list((tmp_path / "cells").iterdir())) == 12

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from verify.sweep import runner as sweep
+from verify.sweep import runner as sweep, store as sweep_store
 
 from .test_sweep import env, same_numbers
 
@@ -155,7 +155,7 @@ def test_a_folder_that_cannot_be_locked_is_warned_about_once(tmp_path, monkeypat
     def flock(fd, operation):
         raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
 
-    monkeypatch.setattr(sweep, "fcntl", types.SimpleNamespace(flock=flock, LOCK_EX=2, LOCK_NB=4))
+    monkeypatch.setattr(sweep_store, "fcntl", types.SimpleNamespace(flock=flock, LOCK_EX=2, LOCK_NB=4))
     spec = {"monte_carlo": {"patterns": ["P2", "case4"], "n_clients": 5, "rounds": 20, "reps": 5}}
     with pytest.warns(sweep.SweepWarning, match="cannot lock files in .*No locks available") as warned:
         outcome = sweep.run_sweep(spec, tmp_path / "out", progress=False)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from verify.sweep import runner as sweep
+from verify.sweep import grid as sweep_grid, runner as sweep, spec as sweep_spec, store as sweep_store
 from verify.cli import main
 
 from .test_sweep import TINY, tomllib
@@ -70,7 +70,7 @@ def test_cells_stream_one_at_a_time(monkeypatch):
             made.append(1)
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(sweep, "Cell", Counted)
+    monkeypatch.setattr(sweep_grid, "Cell", Counted)
     cells = sweep.iter_cells(MILLION)
     first = [next(cells) for _ in range(5)]
     assert len(made) == 5 and [c.config["seed"] for c in first] == [0, 1, 2, 3, 4]
@@ -95,7 +95,8 @@ def test_a_resume_reads_each_record_once(tmp_path, monkeypatch, capsys):
     (out / "cells" / "unrelated.txt").write_text("not a record")
     reads = []
     real = sweep._read_record
-    monkeypatch.setattr(sweep, "_read_record", lambda path: reads.append(path.name) or real(path))
+    for module in (sweep, sweep_store):        # the run reads records, and so does finished_keys
+        monkeypatch.setattr(module, "_read_record", lambda path: reads.append(path.name) or real(path))
     assert len(sweep.finished_keys(TINY, out)) == 14 and sorted(reads) == sorted(set(reads)) and len(reads) == 14
     reads.clear()
     again = sweep.run_sweep(TINY, out, progress=False)           # the table comes from the same reads
@@ -110,7 +111,7 @@ def test_a_resume_reads_each_record_once(tmp_path, monkeypatch, capsys):
 def test_count_to_run_stops_early_and_reads_nothing(tmp_path, monkeypatch):
     out = tmp_path / "out"
     sweep.run_sweep({"monte_carlo": {"patterns": "P2", "rounds": 5, "reps": 2, "seeds": [0, 1]}}, out, progress=False)
-    monkeypatch.setattr(sweep, "_read_record", None)     # it must not read records
+    monkeypatch.setattr(sweep_store, "_read_record", None)     # it must not read records
     spec = {"monte_carlo": {"patterns": "P2", "rounds": 5, "reps": 2, "seeds": list(range(50))}}
     assert sweep.count_to_run(spec, out) == 48
     assert sweep.count_to_run(spec, out, at_most=3) == 3
@@ -173,7 +174,7 @@ def test_the_command_refuses_a_deep_spec_in_one_line(tmp_path, capsys):
 
 
 def test_a_spec_file_is_bounded_and_regular(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep, "MAX_SPEC_BYTES", 100)
+    monkeypatch.setattr(sweep_spec, "MAX_SPEC_BYTES", 100)
     path = tmp_path / "big.json"
     path.write_text(json.dumps({"monte_carlo": {"patterns": "P2", "seeds": list(range(100))}}))
     with pytest.raises(ValueError, match="big.json is larger than"):
