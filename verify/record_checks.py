@@ -249,7 +249,8 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
     if "F0" not in const_info:           # never taken as 0: refused when the bound depends on it
         other = dataclasses.replace(consts, F0=1.0)
         require_F0(theorem.name, bound, lambda: (
-            _evaluate(spec, constants=other, expected_tau_max=tau[0], expected_tau_avg=tau[1], pattern=pattern)
+            _evaluate(spec, constants=other, expected_tau_max=tau[0], expected_tau_avg=tau[1], pattern=pattern,
+                      algorithm=fedsum_name)
             if spec.expectation else
             _evaluate(spec, constants=other, tau_max=tau[0], tau_avg=tau[1], eta_g=steps.get("eta_g"),
                       eta_l=steps.get("eta_l"), algorithm=fedsum_name)),

@@ -96,3 +96,27 @@ def test_check_run_computes_tau_once_per_record(tmp_path, delay_calls):
     assert len(res.per_trace_tau) == 2
     # one trace, two records: τ once per record (each record's trace is its own)
     assert list(delay_calls.values()) == [2]
+
+
+def test_the_F0_probe_evaluates_the_bound_as_the_bound_itself_is_evaluated(tmp_path, monkeypatch):
+    """A record without F0: the probe that asks whether the bound depends on F0 changes F0 alone,
+    every other input (the FedSUM variant included) as in the bound judged."""
+    from verify import check_run, record_checks
+
+    problem = Quadratic.random(4, 3, heterogeneity=1.0, noise_std=0.5, seed=1)
+    trace = Trace(np.random.default_rng(2).random((15, 4)) < 0.5)
+    alg = algorithms.get("fedsum-b", eta_l=0.05, eta_g=1.0, local_steps=2)
+    paths = [record_from_history(tmp_path / f"r{seed}.jsonl", algorithms.run(alg, problem, trace, seed=seed), trace,
+                                 algorithm="fedsum-b", local_steps=2, step_sizes={"eta_l": 0.05, "eta_g": 1.0},
+                                 seed=seed) for seed in (0, 1)]
+    calls = []
+    original = record_checks._evaluate
+
+    def recording(spec, **kwargs):
+        calls.append({k: v for k, v in kwargs.items() if k != "constants"})
+        return original(spec, **kwargs)
+
+    monkeypatch.setattr(record_checks, "_evaluate", recording)
+    with pytest.raises(ValueError, match="F0"):
+        check_run(paths, "fedsum.corollary_4_1", constants={"L": 1.0, "sigma2": 0.25, "delta_f": 5.0})
+    assert len(calls) >= 2 and calls[-1] == calls[0] and calls[0].get("algorithm") == "fedsum-b"
