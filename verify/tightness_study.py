@@ -39,7 +39,6 @@ solved (atomically), so that a study resumes where it stopped.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .cell_store import cell_key, load_cell, save_cell
 from .report import atomic_write, figure, number, save_figure, write_csv, write_json
 
 __all__ = ["ALGORITHMS", "STEPS", "Design", "EqualTau", "design", "quick_design", "plan", "Plan", "cell_key",
@@ -279,12 +279,6 @@ def cell_config(algorithm: str, n: int, k: int, eta_l: float, eta_g: float, sets
             "class": dict(CLASS), "measure": "average", "solver": "clarabel"}
 
 
-def cell_key(config: dict) -> str:
-    """sha256 (hex) of the config's canonical JSON: the cell's file name."""
-    text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
-
-
 def predicted_seconds(config: dict) -> float:
     """The cell's predicted solve time (``verify.worst_case.programme_size``)."""
     from .worst_case import programme_size
@@ -304,30 +298,6 @@ def solve_cell(config: dict) -> dict:
     return {"worst_case": wc.value, "primal": wc.primal, "status": wc.status, "solver": wc.solver,
             "accuracy": wc.accuracy, "seconds": wc.seconds, "gram": wc.size.gram, "constraints": wc.size.constraints,
             "relaxation": wc.relaxation}
-
-
-def _cell_path(folder, key: str) -> Path:
-    return Path(folder) / "cells" / f"{key}.json"
-
-
-def load_cell(folder, key: str) -> dict | None:
-    """The saved result of cell ``key``, or None when it is missing or is not the record of
-    its own config."""
-    path = _cell_path(folder, key)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("key") != key or cell_key(data.get("config", {})) != key:
-        return None
-    return data.get("result")
-
-
-def save_cell(folder, config: dict, result: dict) -> Path:
-    key = cell_key(config)
-    record = {"key": key, "config": config, "result": {k: number(v) if isinstance(v, float) else v
-                                                       for k, v in result.items()}}
-    return write_json(_cell_path(folder, key), record)
 
 
 # ---------------------------------------------------------------------------------- plan

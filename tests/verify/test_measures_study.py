@@ -166,14 +166,15 @@ def test_the_saved_trace_measures_are_those_of_the_regenerated_traces():
 def test_rerunning_saved_cells_gives_the_saved_numbers():
     """Two saved cells of the study (the quadratic with its skip-empty control, and a logistic one)
     recomputed from scratch equal the saved numbers."""
-    from verify.measures_study.runs import Design, cell_config, load_cell, problem, run_cell
+    from verify.cell_store import cell_key, load_cell
+    from verify.measures_study.runs import Design, problem, run_cell
     from verify.measures_study.study import plan
 
     saved = _saved()
     design = Design(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["result"]["design"].items()})
     p = plan(design)
     for name, algorithm, scale, config in (p.cells[0], next(c for c in p.cells if c[0] != "quadratic")):
-        stored = load_cell(SAVED, config)
+        stored = load_cell(SAVED, cell_key(config))
         assert stored is not None, (name, algorithm, scale)
         subset = p.traces[::9]
         fresh = run_cell(design, name, algorithm, scale, subset, problem(name, design))

@@ -11,7 +11,7 @@ Step sizes: one grid shared by every trace, η_l = s/(K L) for s in ``Design.ste
 
 Each (problem, algorithm, scale) is a cell: all its traces and noise seeds run as one batch of
 the engine (``algorithms.run_batch``) and the per-run measured side (1/T) Σ_{t<T} ‖∇f(x_t)‖² is
-saved as ``cells/<sha256 of its config>.json`` (atomically), so a study resumes where it stopped.
+saved as a cell of ``verify.cell_store`` (atomically), so a study resumes where it stopped.
 A run that stops (non-finite parameters) or whose measured side is not finite counts as diverged.
 
 The skip-empty control (quadratic only): the server does nothing in a round without participants,
@@ -22,15 +22,14 @@ it, so that the measured side is the same average over the T rounds of the trace
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..report import number, write_json
+from ..report import number
 
-__all__ = ["Design", "PROBLEMS", "CNN", "problem", "label_counts", "cell_config", "cell_key", "load_cell", "run_cell",
+__all__ = ["Design", "PROBLEMS", "CNN", "problem", "label_counts", "cell_config", "run_cell",
            "skip_empty_measured"]
 
 #: Problem names: the quadratic and the digits logistic regression at three label splits.
@@ -109,28 +108,6 @@ def cell_config(design: Design, problem_name: str, algorithm: str, scale: float,
             "traces": digest.hexdigest(), "keys": [case.key for case in traces]}
 
 
-def cell_key(config: dict) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
-
-
-def _cell_path(folder, key: str):
-    from pathlib import Path
-
-    return Path(folder) / "cells" / f"{key}.json"
-
-
-def load_cell(folder, config: dict) -> dict | None:
-    """The saved result of the cell of ``config``, or None when missing or not its own."""
-    key = cell_key(config)
-    try:
-        data = json.loads(_cell_path(folder, key).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("key") != key or data.get("config") != config:
-        return None
-    return data.get("result")
-
-
 def _measured(history) -> float:
     if history.stopped is not None:
         return math.inf
@@ -198,8 +175,3 @@ def algorithms_trace(mask: np.ndarray):
     from participation import Trace
 
     return Trace(mask)
-
-
-def save_cell(folder, config: dict, result: dict):
-    key = cell_key(config)
-    return write_json(_cell_path(folder, key), {"key": key, "config": config, "result": result})

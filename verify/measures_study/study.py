@@ -17,7 +17,8 @@ import numpy as np
 
 from .family import traces as family_traces
 from .models import compare
-from .runs import Design, algorithms_trace, cell_config, load_cell, problem, run_cell, save_cell
+from ..cell_store import cell_key, load_cell, save_cell
+from .runs import Design, algorithms_trace, cell_config, problem, run_cell
 
 __all__ = ["Plan", "plan", "pending", "run", "collect", "analyse", "quick_design", "cnn_design", "worst_case_ranks"]
 
@@ -58,7 +59,7 @@ def plan(design: Design) -> Plan:
 
 
 def pending(p: Plan, folder) -> list:
-    return [cell for cell in p.cells if load_cell(folder, cell[3]) is None]
+    return [cell for cell in p.cells if load_cell(folder, cell_key(cell[3])) is None]
 
 
 def run(p: Plan, folder, *, on_cell=None) -> int:
@@ -97,7 +98,7 @@ def collect(p: Plan, folder) -> dict:
     """The saved cells (missing ones left out) with the traces and their measures."""
     cells = []
     for name, algorithm, scale, config in p.cells:
-        result = load_cell(folder, config)
+        result = load_cell(folder, cell_key(config))
         if result is not None:
             cells.append({"problem": name, "algorithm": algorithm, "scale": scale, **result})
     return {"design": p.design.as_dict(),
