@@ -157,15 +157,19 @@ def run_cell(design: Design, problem_name: str, algorithm: str, scale: float, tr
     skip = None
     if design.skip_empty and problem_name == "quadratic":
         skip = np.array(measured, copy=True)
+        # traces with empty rounds, batched by the length of their compacted trace
+        by_length: dict = {}
         for i, m in enumerate(masks):
-            active = m.any(axis=1)
-            if active.all():
-                continue
-            if not active.any():
-                skip[i] = measured[i]
-                continue
-            compact = algorithms.run_batch(alg, prob, [algorithms_trace(m[active])] * len(seeds), seeds=list(seeds))
-            skip[i] = [skip_empty_measured(h, m, prob) for h in compact]
+            kept = int(m.any(axis=1).sum())
+            if 0 < kept < m.shape[0]:
+                by_length.setdefault(kept, []).append(i)
+        for group in by_length.values():
+            compact = algorithms.run_batch(alg, prob, [algorithms_trace(masks[i][masks[i].any(axis=1)])
+                                                       for i in group for _ in seeds],
+                                           seeds=[s for _ in group for s in seeds])
+            for n, i in enumerate(group):
+                skip[i] = [skip_empty_measured(h, masks[i], prob)
+                           for h in compact[n * len(seeds):(n + 1) * len(seeds)]]
     clean = lambda a: [[number(float(v)) if math.isfinite(v) else "inf" for v in row] for row in a]   # noqa: E731
     return {"eta_l": eta_l, "L": number(L) if math.isfinite(L) else None, "local_steps": k, "measured": clean(measured),
             "skip_empty": None if skip is None else clean(skip)}

@@ -176,18 +176,20 @@ def _sets_mask(text: str, n_clients: int) -> np.ndarray:
 
 
 def _engine_sides(members: list[dict]) -> list[float]:
-    """The measured side (1/T) Σ ‖∇f(x_t)‖² of each equal-τ row's algorithm, at its step sizes, on
-    its trace, on one fixed noise-free quadratic of its N clients (dimension 4, L ≤ 1)."""
+    """The measured side (1/T) Σ ‖∇f(x_t)‖² of one equal-τ group's algorithm, at its step sizes
+    (the same for the whole group), on each member's trace, as one batch, on one fixed noise-free
+    quadratic of its N clients (dimension 4, L ≤ 1)."""
     import algorithms
     from algorithms.problems import Quadratic
 
-    out = []
-    for m in members:
-        problem = Quadratic.random(m["n_clients"], 4, heterogeneity=1.0, noise_std=0.0, seed=0)
-        alg = algorithms.get(m["algorithm"], eta_l=m["eta_l"], eta_g=m["eta_g"], local_steps=m["local_steps"])
-        history = algorithms.run(alg, problem, algorithms_trace(_sets_mask(m["trace"], m["n_clients"])))
-        out.append(float(np.mean(history.grad_norm2)))
-    return out
+    m = members[0]
+    setting = ("algorithm", "eta_l", "eta_g", "local_steps", "n_clients")
+    if any(r[k] != m[k] for r in members for k in setting):
+        raise ValueError(f"an equal-τ group mixes settings: {sorted({tuple(r[k] for k in setting) for r in members})}")
+    problem = Quadratic.random(m["n_clients"], 4, heterogeneity=1.0, noise_std=0.0, seed=0)
+    alg = algorithms.get(m["algorithm"], eta_l=m["eta_l"], eta_g=m["eta_g"], local_steps=m["local_steps"])
+    traces = [algorithms_trace(_sets_mask(r["trace"], r["n_clients"])) for r in members]
+    return [float(np.mean(h.grad_norm2)) for h in algorithms.run_batch(alg, problem, traces, seeds=0)]
 
 
 def worst_case_ranks(tightness_rows: list[dict]) -> list[dict]:
