@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CheckSettings", "default_names", "compute_rows", "needs_admissible_row", "noise_free_problem",
+__all__ = ["CheckSettings", "paper_theorems", "default_names", "compute_rows", "needs_admissible_row", "noise_free_problem",
            "averaged_losses", "state_cafed_constants", "RecordWriter"]
 
 
@@ -36,6 +36,13 @@ class CheckSettings:
     @property
     def given(self) -> bool:
         return self.eta_l is not None
+
+
+def paper_theorems(paper: str) -> list:
+    """Every checkable theorem of ``paper`` (``fedsum``, ``momentum``, ...), in the registry's order."""
+    from .theorems import THEOREMS
+
+    return [t for name, t in THEOREMS.items() if name.startswith(paper + ".") and t.checkable]
 
 
 def default_names(theorem, fallback_patterns) -> tuple[list[str], list[str]]:

@@ -29,13 +29,12 @@ def _check_args(extra: list[str]):
 def _compute(args):
     """The rows of ``fedverify check`` with these arguments (no report, no files): its tables as
     the command resolves them, computed by ``verify.check_tables``."""
-    from ..check_tables import CheckSettings, compute_rows, default_names
+    from ..check_tables import CheckSettings, compute_rows, default_names, paper_theorems
     from ..choices import DEFAULT_CLIENTS, MAIN_PRESETS, DefaultNames, build_problem, resolve_patterns, split_names
     from ..constants import estimate_constants, problem_constants
-    from ..theorems import THEOREMS, get
+    from ..theorems import get
 
-    theorems = ([t for name, t in THEOREMS.items() if name.startswith(args.paper + ".") and t.checkable]
-                if args.paper else [get(args.theorem)])
+    theorems = paper_theorems(args.paper) if args.paper else [get(args.theorem)]
     n_clients = args.clients or DEFAULT_CLIENTS
     tables = []
     for theorem in theorems:

@@ -10,7 +10,8 @@ from pathlib import Path
 from ...choices import (CHECK_ALGORITHMS, CONSTANT_SOURCES, DEFAULT_CLIENTS, MAIN_PRESETS, PAPERS,
                          PROBLEMS, DefaultNames, build_problem, is_trace_file, resolve_patterns, split_names,
                          trace_clients)
-from ...check_tables import CheckSettings, RecordWriter, compute_rows, default_names, noise_free_problem
+from ...check_tables import (CheckSettings, RecordWriter, compute_rows, default_names, noise_free_problem,
+                             paper_theorems)
 from ..usage import UsageError
 from . import add_long_option, announce, arguments, early_checks, require_long, device as _device, load_plugins, parse_setting, show_progress, writable_folder
 
@@ -137,12 +138,10 @@ def _theorem(name: str):
 
 def _plan(args) -> list[tuple[object, list[str], list[str]]]:
     """(theorem, algorithm names, pattern names) per table."""
-    from ...theorems import THEOREMS
-
     if args.paper:
         if args.theorem != "fedsum.theorem_4_1":
             raise UsageError("give --paper or --theorem, not both")
-        theorems = [t for name, t in THEOREMS.items() if name.startswith(args.paper + ".") and t.checkable]
+        theorems = paper_theorems(args.paper)
     else:
         theorems = [_theorem(args.theorem)]
     tables = []
