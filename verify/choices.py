@@ -32,32 +32,6 @@ EXPERIMENT_ROUNDS = 30
 DEFAULT_CLIENTS = 20
 
 
-#: Every theorem ``fedverify bound --list`` prints, with its one-line summary: a static index of the
-#: declarations in ``verify.theorems``, so that listing them imports nothing (a test keeps the two equal).
-THEOREM_LIST = {
-    'fedsum.lemma_c6': 'FedSUM-B, any step sizes: FedSUM Lemma C.6 (App. C).',
-    'fedsum.lemma_d6': 'FedSUM, any step sizes: FedSUM Lemma D.6 (App. D), algorithm notation.',
-    'fedsum.lemma_e6': 'FedSUM-CR, any step sizes: FedSUM Lemma E.6 (App. E), algorithm notation.',
-    'fedsum.theorem_4_1': 'FedSUM Thm 4.1, eq. (12) (Section 4), conditional on {S_t}.',
-    'fedsum.theorem_c1': 'FedSUM-B: FedSUM Thm C.1 (App. C).',
-    'fedsum.theorem_d1': 'FedSUM: FedSUM Thm D.1 (App. D), algorithm notation.',
-    'fedsum.theorem_e1': 'FedSUM-CR: FedSUM Thm E.1 (App. E), algorithm notation.',
-    'fedsum.corollary_4_1': 'FedSUM Cor 4.1, eq. (13) (Section 4): full expectation over {S_t}.',
-    'fedsum.corollary_g1': 'FedSUM Cor G.1 (App. G), unconditional, per participation case.',
-    'cafed.theorem_1': "CA-Fed Thm 1, eq. (10): F(w) − F* ≤ 2κ²(F_B(w) − F_B* + ε_bias) at the runs' w̄_T",
-    'cafed.theorem_1_bias': 'CA-Fed Thm 1, eq. (11): the bias ε_bias ≤ κ² χ²(α‖p) Γ, no run needed',
-    'cafed.theorem_3': "CA-Fed Thm 3, eq. (15): the bias ε_bias ≤ 4κ² d_TV²(α, p) Γ', no run needed",
-    'cafed.theorem_2': 'CA-Fed Thm 2, eq. (13): optimisation error of FedAvg with fixed weights q under Markov availability',
-    'momentum.theorem_4_1': 'Multistage FedGM, full participation (Server momentum Thm 4.1; proof in App. D).',
-    'momentum.theorem_4_6': 'Multistage FedGM, partial participation (Server momentum Thm 4.6; proof in App. E).',
-    'momentum.theorem_5_1': 'Autonomous multistage FedGM, uniform arrival (Server momentum Thm 5.1; proof in App. F).',
-    'momentum.corollary_g1': 'Autonomous FedGM, arbitrary arrival (Server momentum Cor 5.4, formal statement Cor G.1 in App. G).',
-    'logit.inequality_23': 'LOGIT eq. (23) (App. A.1): the averaged descent inequality with the generation error ε measured',
-    'logit.theorem_1': "LOGIT Thm 1, eq. (10): time-varying p_n^t, staleness term in the traces' τ̄_max",
-    'logit.theorem_2': 'LOGIT Thm 2, eq. (11): constant p_n, staleness term from E[τ] of eq. (36)',
-}
-
-
 #: The papers whose theorems ``check --paper`` runs, with the name prefix of their theorems.
 PAPERS = ("fedsum", "momentum", "cafed", "logit")
 

@@ -380,20 +380,18 @@ def _judge_plan(records: list[RunRecord], theorem, constants, confidence: float,
     first = records[0]
     given = _given(first, constants)
     from_records.constants_needed(theorem, given)
-    if theorem.paper != "cafed":          # CA-Fed's f is Σ α_k F_k; its gaps are checked by its plan
+    reading = theorem.records
+    rule = reading.constant_check if reading is not None else "mean"
+    if rule is not None:
         for r in records:
-            check_constants(r, _given(r, constants), largest=theorem.paper == "logit")
+            check_constants(r, _given(r, constants), largest=rule == "largest")
     from_records.finite_left_sides(records, theorem)
     from_records.require_fields(records, theorem, given)
     setup, notes = from_records.record_setup(records, theorem, given, confidence)
     setup = dataclasses.replace(setup, seeds=_seeds_of(records))
     histories = [from_records.record_history(r, theorem.name, _given(r, constants)) for r in records]
-    if theorem.name in ("logit.theorem_1", "logit.theorem_2") and given.get("eps_star") is not None \
-            and given.get("C1") is not None:
-        from .theorems.logit import check_given_generator
-
-        check_given_generator(histories, given["eps_star"], given["C1"],
-                              [Path(r.path).name if r.path else f"record {i}" for i, r in enumerate(records)])
+    if reading is not None and reading.check_given is not None:
+        reading.check_given(histories, given, [Path(r.path).name if r.path else f"record {i}" for i, r in enumerate(records)])
     plan = make_plan(theorem, setup)
     bound = plan.bound(histories)
     if given.get("F0") is None:            # never taken as 0: refused when the bound depends on it

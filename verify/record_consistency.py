@@ -1,7 +1,8 @@
 """Records that contradict themselves or each other are refused before they are judged.
 
 * The header's participation model against the recorded replies (``check_availability``): a
-  model with m clients a round ("full", "uniform", "cyclic", "reshuffled", "any") must have
+  model with m clients a round ("full": m = N, and every model whose header gives ``m`` in
+  ``verify.records.AVAILABILITY``: "uniform", "cyclic", "reshuffled", "any") must have
   exactly that many replies in every round; a Bernoulli model (probabilities p_i, or p_i^t per
   round in the ``probabilities`` field) and a Markov model (stationary π_i, second eigenvalue
   λ_i) are tested client by client on the number of rounds each replied, two-sided, at
@@ -60,8 +61,10 @@ def check_availability(record, level: float = LEVEL) -> None:
         if kind is None and "probabilities" in record.vectors:
             _poisson_binomial(record, mask, record.vectors["probabilities"], level)
         return
+    from .records import AVAILABILITY
+
     counts = mask.sum(axis=1)
-    if kind in ("full", "uniform", "cyclic", "reshuffled", "any"):
+    if kind == "full" or "m" in AVAILABILITY.get(kind, ()):
         m = N if kind == "full" else int(model["m"])
         wrong = np.flatnonzero(counts != m)
         if wrong.size:

@@ -38,6 +38,7 @@ import numbers
 import os
 import stat
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -103,9 +104,37 @@ _FIELD_RANGES = {"local_steps": (1, math.inf, True), "delays": (0, math.inf, Tru
 #: names other meanings (CA-Fed's β ∈ (0, 1] filters loss reports).
 _HPARAM_RANGES = {"beta": (0.0, 1.0, False), "nu": (0.0, 1.0, True)}
 _MOMENTUM_ALGORITHMS = ("fedgm", "qhm", "fedavgm", "fednag", "fedgm-autonomous")
+
+
+class _AvailabilityModels(Mapping):
+    """The availability models (v2) and their fields, read from the participation patterns' table
+    at every look-up (``participation.patterns.HEADER_MODELS``: full, uniform, cyclic, reshuffled,
+    markov, bernoulli and any pattern registered there), then ``any`` (m clients a round by any
+    rule: Server momentum footnote 4) and ``estimate`` (the model estimated from the recorded S_t)."""
+
+    #: The models that name no pattern.
+    OTHERS = {"any": ("m",), "estimate": ()}
+
+    def _models(self) -> dict:
+        from participation.patterns import HEADER_MODELS, header_fields
+
+        return {**{name: header_fields(name) for name in HEADER_MODELS}, **self.OTHERS}
+
+    def __getitem__(self, model):
+        return self._models()[model]
+
+    def __iter__(self):
+        return iter(self._models())
+
+    def __len__(self):
+        return len(self._models())
+
+    def __repr__(self):
+        return repr(self._models())
+
+
 #: The availability models (v2) and their fields.
-AVAILABILITY = {"full": (), "uniform": ("m",), "cyclic": ("m",), "reshuffled": ("m",), "any": ("m",),
-                "markov": ("pi", "lam"), "bernoulli": ("p",), "estimate": ()}
+AVAILABILITY = _AvailabilityModels()
 _ROUND_REQUIRED = ("round", "selected", "replied")
 #: Bytes of parsed JSON (Python lists of ints, dicts) per byte of a record's text, for the memory budget.
 PARSED_BYTES_PER_BYTE = 16
@@ -247,11 +276,13 @@ def _check_schedule(schedule, where: str) -> None:
 
 
 def _check_availability(model, n: int, where: str) -> None:
-    """One of :data:`AVAILABILITY` with its fields: probabilities in [0, 1], m in 1..N."""
+    """One of :data:`AVAILABILITY` with its fields: probabilities in [0, 1], m in 1..N, λ in
+    (−1, 1); a field of another name need only be present (its pattern checks it when read)."""
     kind = model.get("model")
-    if not isinstance(kind, str) or kind not in AVAILABILITY:
-        raise ValueError(f"{where}: availability.model must be one of {', '.join(AVAILABILITY)}, got {kind!r}")
-    for key in AVAILABILITY[kind]:
+    models = dict(AVAILABILITY)
+    if not isinstance(kind, str) or kind not in models:
+        raise ValueError(f"{where}: availability.model must be one of {', '.join(models)}, got {kind!r}")
+    for key in models[kind]:
         if key not in model:
             raise ValueError(f"{where}: availability {kind!r} needs {key!r}")
         if key == "m":
@@ -262,7 +293,7 @@ def _check_availability(model, n: int, where: str) -> None:
             values = _numbers(model[key], "availability.lam", where, length=n)
             if not all(-1 < v < 1 for v in values):
                 raise ValueError(f"{where}: availability.lam must lie in (−1, 1), got {min(values)!r}..{max(values)!r}")
-        else:
+        elif key in ("pi", "p"):
             values = _numbers(model[key], f"availability.{key}", where, length=n)
             if not all(0 <= v <= 1 for v in values):
                 raise ValueError(f"{where}: availability.{key} must hold probabilities in [0, 1], got "
@@ -738,23 +769,16 @@ def amend_header(path, *, constants: dict | None = None, hparams: dict | None = 
 
 
 def availability_of(source) -> dict | None:
-    """The header's ``availability`` for a participation pattern fedverify draws from: Uniform →
-    uniform m, Markov → markov π, λ, Bernoulli with per-client p → bernoulli p, every client every
-    round → full; None for any other source (a trace, another pattern)."""
+    """The header's ``availability`` for a participation pattern fedverify draws from: the
+    pattern's own ``record_header()`` (``participation.patterns.HEADER_MODELS``: Uniform → uniform
+    m or full, Cyclic → cyclic m, ReshuffledCyclic → reshuffled m, Markov → markov π, λ, Bernoulli
+    with per-client p → bernoulli p), a trace where every client takes part every round → full;
+    None for any other source (another trace, a pattern no header model describes)."""
     from participation import Trace
-    from participation.patterns import Bernoulli, Cyclic, Markov, ReshuffledCyclic, Uniform
+    from participation.patterns import Pattern
 
-    if isinstance(source, (Cyclic, ReshuffledCyclic)) and not isinstance(source, Uniform):
-        kind = "reshuffled" if isinstance(source, ReshuffledCyclic) else "cyclic"
-        return {"model": kind, "m": int(source.per_round)}
-    if isinstance(source, Uniform):
-        return {"model": "full"} if source.per_round == source.n_clients else {"model": "uniform", "m": int(source.per_round)}
-    if isinstance(source, Markov):
-        return {"model": "markov", "pi": [float(v) for v in np.asarray(source.pi, dtype=float)],
-                "lam": [float(v) for v in np.asarray(source.lam, dtype=float)]}
-    if isinstance(source, Bernoulli) and not callable(source.p) and np.ndim(source.p) <= 1:
-        p = np.broadcast_to(np.asarray(source.p, dtype=float), (source.n_clients,))
-        return {"model": "bernoulli", "p": [float(v) for v in p]}
+    if isinstance(source, Pattern):
+        return source.record_header()
     if isinstance(source, Trace) and source.mask.all():
         return {"model": "full"}
     return None

@@ -1,12 +1,12 @@
 """The building blocks of the conformance search spaces: where ``conformance`` looks for a
 counterexample to a theorem with a plan of its own, and the seed cases it tries first. Each
-theorem names its own in its declaration (``Theorem.space``, ``Theorem.seed_cases``, through
-``verify.theorems.search``, which imports this module only when a search runs).
+theorem names its own in its declaration (``Theorem.space`` through ``verify.theorems.search``,
+which imports this module only when a search runs; ``Theorem.seed_cases``, its hand-made cases).
 
 A case is (problem, participation, hparams): a problem that satisfies the theorem's assumptions,
 a trace or pattern of the participation it assumes, and the options its step-size rule reads.
 The step sizes themselves are the theorem's (``verify.theorems``): the search varies everything
-else. Each seed case puts the theorem where its proof is tightest or its inputs are extreme.
+else.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from participation.patterns import Bernoulli, Markov, Uniform
 
 from . import strategies as vst
 
-__all__ = ["cases", "seed_cases", "full", "uniform", "autonomous", "markov", "bernoulli"]
+__all__ = ["cases", "seed_cases", "full", "uniform", "autonomous", "markov", "bernoulli", "split_quadratic"]
 
 _FINITE = dict(allow_nan=False, allow_infinity=False)
 
@@ -100,59 +100,13 @@ def bernoulli(draw, n, T, per_round: bool = False):
     return _bernoulli(draw, n, T, per_round)
 
 
-def _split_quadratic(n: int, offset: float = 1.0):
+def split_quadratic(n: int, offset: float = 1.0):
     """n one-dimensional clients pulling apart (Σ b_i = n·offset, client 0 against the rest): all
-    the error is heterogeneity and drift, the worst case of the drift terms."""
+    the error is heterogeneity and drift, the worst case of the drift terms (a seed case's problem)."""
     from algorithms.problems import Quadratic
 
     b = np.concatenate([[1.0], np.full(n - 1, -1.0 / (n - 1))])[:, None] + offset
     return Quadratic(np.ones((n, 1)), b)
-
-
-def _seed_momentum(which: str, T: int):
-    problem = _split_quadratic(2)
-    strong = {"beta": 0.9, "nu": 1.0}
-    if which == "theorem_4_1":
-        return [(problem, Trace(np.ones((T, 2), dtype=bool)), strong)]
-    if which == "theorem_4_6":
-        return [(problem, Uniform(2, 1), strong), (_split_quadratic(3), Uniform(3, 1), {"beta": 0.0, "nu": 0.0})]
-    if which == "theorem_5_1":
-        return [(problem, Uniform(2, 1), {**strong, "max_delay": 4, "max_epochs": 3})]
-    only_first = np.zeros((T, 2), dtype=bool)
-    only_first[:, 0] = True           # one client arrives every time: the bias Remark 5.3 prices at 6σ_g²
-    alternating = np.resize(np.eye(2, dtype=bool), (T, 2))
-    return [(problem, Trace(only_first), {**strong, "max_delay": 4, "max_epochs": 3}),
-            (problem, Trace(alternating), {**strong, "max_delay": 4, "max_epochs": 3})]
-
-
-def _seed_cafed(T: int):
-    from algorithms.problems import Quadratic
-
-    problem = Quadratic(np.array([[1.0], [0.2]]), np.array([[1.0], [-1.0]]))    # κ = 5, optima apart
-    return [(problem, Markov(np.array([0.9, 0.2]), np.array([0.0, 0.9])), {"decay": 1.0}),
-            (problem, Markov(np.array([0.5, 0.5]), np.array([-0.3, -0.3])), {"decay": 0.75})]
-
-
-def _seed_logit(which: str, T: int):
-    problem = _split_quadratic(3)
-    rare = np.array([1.0, 0.1, 0.1])
-    if which == "theorem_1":
-        p = np.tile(rare, (T, 1))
-        p[::2, 0] = 0.1
-        return [(problem, Bernoulli(p, 3), {"surrogate": "zero"})]
-    return [(problem, Bernoulli(rare, 3), {"surrogate": "zero"}), (problem, Bernoulli(rare, 3), {"surrogate": "last"})]
-
-
-def momentum_seeds(which: str, T: int):
-    return _seed_momentum(which, T)
-
-
-def cafed_seeds(T: int):
-    return _seed_cafed(T)
-
-
-def logit_seeds(which: str, T: int):
-    return _seed_logit(which, T)
 
 
 @st.composite

@@ -12,6 +12,7 @@ returns a window of it. ``sample(T, s)`` equals ``sample_batch(T, k, s)[0]`` for
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import ClassVar
 
 import numpy as np
 
@@ -57,6 +58,20 @@ class Pattern(ABC):
 
     #: True when the pattern draws nothing (sample_batch repeats one trace).
     deterministic = False
+    #: The run-record header models this class writes and reads (``"model"`` name → the header's
+    #: other fields); :mod:`participation.patterns.headers` maps each name to the class.
+    HEADER_FIELDS: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def record_header(self) -> dict | None:
+        """The run record's ``availability`` header for this pattern (``{"model": name, ...}``,
+        plain JSON values), or None when no header model describes it."""
+        return None
+
+    @classmethod
+    def from_record_header(cls, header: dict, n_clients: int) -> "Pattern":
+        """The pattern a header written by :meth:`record_header` describes, for ``n_clients``
+        clients."""
+        raise ValueError(f"{cls.__name__} reads no record header")
 
     def sample(self, rounds: int, seed=None, *, start: int = 0) -> Trace:
         """Rounds ``start .. start+rounds-1`` of replicate 0 as a Trace."""

@@ -31,6 +31,22 @@ class Bernoulli(IndependentPattern):
 
     p: ProbabilitySpec
     n_clients: int | None = None
+    HEADER_FIELDS = {"bernoulli": ("p",)}
+
+    def record_header(self) -> dict | None:
+        """``{"model": "bernoulli", "p": [p_1, ..., p_N]}`` for a scalar or per-client p: client i
+        available with probability p_i each round, independently (FedSUM Section 2.1 Case 2;
+        LOGIT Section 3.3). None for p per round or a callable: a run record holds p_i^t in its
+        per-round ``probabilities`` field instead."""
+        if callable(self.p) or np.ndim(self.p) > 1:
+            return None
+        p = np.broadcast_to(np.asarray(self.p, dtype=float), (self.n_clients,))
+        return {"model": "bernoulli", "p": [float(v) for v in p]}
+
+    @classmethod
+    def from_record_header(cls, header: dict, n_clients: int) -> "Bernoulli":
+        """``Bernoulli(p)`` with the header's per-client p (N entries)."""
+        return cls(np.asarray(header["p"], dtype=float))
 
     def __post_init__(self):
         if callable(self.p):

@@ -29,6 +29,19 @@ class Markov(Pattern):
     lam: float | np.ndarray
     n_clients: int | None = None
     clusters: np.ndarray | None = None
+    HEADER_FIELDS = {"markov": ("pi", "lam")}
+
+    def record_header(self) -> dict:
+        """``{"model": "markov", "pi": [π_k], "lam": [λ_k]}``: one two-state chain per client, π_k its
+        stationary probability and λ_k its second eigenvalue (CA-Fed Assumption 1, App. F3). The
+        header holds no ``clusters``: π and λ are written per chain."""
+        return {"model": "markov", "pi": [float(v) for v in np.asarray(self.pi, dtype=float)],
+                "lam": [float(v) for v in np.asarray(self.lam, dtype=float)]}
+
+    @classmethod
+    def from_record_header(cls, header: dict, n_clients: int) -> "Markov":
+        """``Markov(π, λ)``, one chain per client."""
+        return cls(np.asarray(header["pi"], dtype=float), np.asarray(header["lam"], dtype=float))
 
     def __post_init__(self):
         pi, lam = np.asarray(self.pi, dtype=float), np.asarray(self.lam, dtype=float)

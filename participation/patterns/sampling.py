@@ -41,9 +41,22 @@ class Uniform(BlockPattern):
 
     n_clients: int
     per_round: int
+    HEADER_FIELDS = {"full": (), "uniform": ("m",)}
 
     def __post_init__(self):
         _check_sizes(self.n_clients, self.per_round)
+
+    def record_header(self) -> dict:
+        """``{"model": "uniform", "m": S}``: m clients uniformly without replacement each round
+        (FedSUM Section 2.1 Case 1; Server momentum footnote 4); ``{"model": "full"}`` when S = N."""
+        if self.per_round == self.n_clients:
+            return {"model": "full"}
+        return {"model": "uniform", "m": int(self.per_round)}
+
+    @classmethod
+    def from_record_header(cls, header: dict, n_clients: int) -> "Uniform":
+        """``Uniform(N, m)``, or ``Uniform(N, N)`` for ``{"model": "full"}``."""
+        return cls(n_clients, n_clients if header.get("model") == "full" else int(header["m"]))
 
     def _from_uniforms(self, u, first_round):
         mask = np.zeros(u.shape, dtype=bool)
@@ -68,9 +81,20 @@ class Cyclic(Pattern):
     n_clients: int
     per_round: int
     deterministic = True
+    HEADER_FIELDS = {"cyclic": ("m",)}
 
     def __post_init__(self):
         _check_sizes(self.n_clients, self.per_round)
+
+    def record_header(self) -> dict:
+        """``{"model": "cyclic", "m": S}``: blocks of S clients in a fixed order (FedSUM Section 2.1
+        Case 3)."""
+        return {"model": "cyclic", "m": int(self.per_round)}
+
+    @classmethod
+    def from_record_header(cls, header: dict, n_clients: int) -> "Cyclic":
+        """``Cyclic(N, m)``."""
+        return cls(n_clients, int(header["m"]))
 
     def _generate(self, root, replicates, start, stop):
         # (t mod N)·S mod N from start mod N (a Python int), so any start, however large, is exact
@@ -104,11 +128,23 @@ class ReshuffledCyclic(Pattern):
     n_clients: int
     per_round: int
     remainder: str = "short"
+    HEADER_FIELDS = {"reshuffled": ("m",)}
 
     def __post_init__(self):
         _check_sizes(self.n_clients, self.per_round)
         if self.remainder not in ("short", "drop"):
             raise ValueError(f"remainder must be 'short' or 'drop', got {self.remainder!r}")
+
+    def record_header(self) -> dict:
+        """``{"model": "reshuffled", "m": S}``: blocks of S clients in a new random order every epoch
+        (FedSUM Section 2.1 Case 4). The header holds no ``remainder``: it reads back as
+        ``"short"``."""
+        return {"model": "reshuffled", "m": int(self.per_round)}
+
+    @classmethod
+    def from_record_header(cls, header: dict, n_clients: int) -> "ReshuffledCyclic":
+        """``ReshuffledCyclic(N, m)`` with the default ``remainder="short"``."""
+        return cls(n_clients, int(header["m"]))
 
     @property
     def epoch_rounds(self) -> int:

@@ -10,7 +10,8 @@ import sympy as sp
 
 from bounds.core import Formula, Source, at_most, make_bound
 from verify import check, theorems
-from verify.choices import CHECK_ALGORITHMS, THEOREM_LIST
+from verify.choices import CHECK_ALGORITHMS
+from verify.theorems.index import build_index, load_index
 from verify.cli import main
 from verify.theorems import Theorem
 from verify.theorems.measures import average_grad_norm2
@@ -48,7 +49,7 @@ def registered():
 
 def test_the_papers_theorems_are_declared_once_with_everything_the_commands_read():
     for name, t in theorems.THEOREMS.items():
-        assert THEOREM_LIST[name] == t.summary
+        assert load_index()[name] == t.summary
         assert t.example and t.patterns and t.algorithms, name
         assert t.checkable
         if not t.delay_bound:
@@ -91,3 +92,86 @@ def test_the_new_theorem_goes_through_the_delay_plan_and_can_fail(registered):
     lie = check("fedavg", problem, trace, false, seeds=3, local_steps=2)
     assert lie.verdict == "violated" and lie.measured == pytest.approx(true.measured, rel=1e-12)
     assert np.isfinite(lie.lower) and lie.lower > lie.bound_value
+
+
+# ---- a theorem with a plan of its own: a Server momentum statement is its formula and its declaration
+def loose_4_6(constants, schedule, m):
+    """Demo: twice Server momentum Thm 4.6's bound, in the same setting."""
+    from bounds import momentum as bm
+
+    b = bm.theorem_4_6(constants, schedule, m)
+    return dataclasses.replace(b, value=2 * b.value)
+
+
+def tight_4_6(constants, schedule, m):
+    """Demo: a thousandth of Server momentum Thm 4.6's bound (false)."""
+    b = loose_4_6(constants, schedule, m)
+    return dataclasses.replace(b, value=5e-4 * b.value)
+
+
+def _momentum_demo(name, formula):
+    from verify.theorems import momentum
+
+    return momentum.declare(name, momentum.Statement("uniform", False, formula), momentum.FAMILY,
+                            "m clients uniformly without replacement each round", example="--L 1", patterns=("P1",))
+
+
+@pytest.fixture
+def momentum_demos():
+    demos = [theorems.register(_momentum_demo("demo.loose_4_6", loose_4_6)),
+             theorems.register(_momentum_demo("demo.tight_4_6", tight_4_6))]
+    yield demos
+    for t in demos:
+        theorems.THEOREMS.pop(t.name)
+
+
+@pytest.mark.slow
+def test_a_new_plan_theorem_reaches_check_records_search_and_the_list(momentum_demos, tmp_path, capsys):
+    from algorithms.problems import Quadratic
+    from participation.patterns import Uniform
+    from verify import check_run
+    from verify.check_tables import averaged_losses
+    from verify.records import algorithm_fields, availability_of, record_from_history
+    from verify.search_spaces import seed_cases
+
+    problem = Quadratic.random(6, 3, seed=3, noise_std=0.1)
+    pattern, paths = Uniform(6, 2), []
+
+    def write(history, trace, alg, seed):
+        c = problem.constants()
+        path = tmp_path / f"run_{len(paths)}.jsonl"
+        steps = {k: v for k, v in alg.hparams.items() if k.startswith("eta") and isinstance(v, (int, float))}
+        record_from_history(path, history, trace, algorithm=alg.name, local_steps=alg.local_steps, step_sizes=steps,
+                            seed=int(seed), constants={"L": c.L, "sigma2": c.sigma2, "delta_f": c.delta_f, "F0": c.F0},
+                            availability=availability_of(pattern), averaged_losses=averaged_losses(problem, history),
+                            **algorithm_fields(alg))
+        paths.append(path)
+
+    loose, tight = momentum_demos
+    ran = check("fedavgm", problem, pattern, loose.name, seeds=3, rounds=30, local_steps=2, on_run=write)
+    assert ran.verdict == "holds"
+    # the records go through the declaration's plan: the same left side and bound as the runs
+    judged = check_run(paths, loose.name)
+    assert judged.verdict == "holds"
+    assert judged.measured == pytest.approx(ran.measured, rel=1e-9)
+    assert judged.bound_value == pytest.approx(ran.bound_value, rel=1e-9)
+    # and the false statement, declared the same way, is violated on the same records
+    lie = check_run(paths, tight.name)
+    assert lie.verdict == "violated" and lie.lower > lie.bound_value
+    # a record field the statement reads (σ_g²'s heterogeneity, from its declaration) is required by name
+    stripped = tmp_path / "stripped.jsonl"
+    lines = paths[0].read_text(encoding="utf-8").splitlines()
+    import json
+
+    rows = [json.loads(line) for line in lines]
+    for row in rows[1:]:
+        row.pop("heterogeneity", None)
+    stripped.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="has no heterogeneity"):
+        check_run(stripped, loose.name)
+    # the conformance search starts from the seed cases the statement's participation gives
+    seeds = seed_cases(loose, 20)
+    assert seeds and all(isinstance(source, Uniform) for _, source, _, _ in seeds)
+    # fedverify bound --list names it in the process that registered it
+    assert main(["bound", "--list"]) == 0
+    assert "demo.loose_4_6" in capsys.readouterr().out

@@ -20,7 +20,7 @@ from algorithms.problems import Quadratic
 from participation import Trace
 from participation.patterns import Bernoulli, Markov, Uniform
 from verify import check, check_run, theorems
-from verify.choices import THEOREM_LIST
+from verify.theorems.index import load_index
 from verify.records import availability_of, record_from_history
 from verify.theorems.runner import make_plan
 
@@ -84,7 +84,7 @@ def mutated(theorem, *, bound_scale=None, bound_shift=None, measure_shift=None):
     return dataclasses.replace(theorem, name=theorem.name + " (false)", plan=plan)
 
 
-NAMES = sorted(THEOREM_LIST)
+NAMES = sorted(load_index())
 
 
 def test_every_theorem_is_here():

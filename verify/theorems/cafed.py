@@ -57,8 +57,9 @@ from bounds import cafed as bc
 from bounds.core import Condition, Formula, Source, at_most, make_bound
 from participation.patterns import Markov
 
-from .search import seeds, space
-from .contract import Plan, Setup, Theorem, option_number
+from .contract import Plan, RecordReading, Setup, Theorem, option_number
+from .from_records import fitted_markov
+from .search import space
 from .measures import client_minimisers, loss_gap_at_average, weighted_losses, weighted_minimum
 
 __all__ = ["THEOREMS", "WEIGHTS", "local_iterate_norms"]
@@ -624,11 +625,30 @@ _BIAS = "ε_bias = F(w_B*) − F*, w_B* = argmin F_B, F_B = Σ_k p_k F_k, p = π
 _BIAS_LATEX = r"F(w_B^*) - F^*"
 
 
-def _theorem(which, bound, plan, lhs, lhs_latex, expectation, needs, *, summary, example, assumptions=_ASSUME) -> Theorem:
+def _seeds(T: int):
+    """Two one-dimensional clients with optima apart (κ = 5): a fast and a slow chain, and two
+    negatively correlated ones (λ = −0.3), under both step-size decays."""
+    from algorithms.problems import Quadratic
+
+    problem = Quadratic(np.array([[1.0], [0.2]]), np.array([[1.0], [-1.0]]))
+    return [(problem, Markov(np.array([0.9, 0.2]), np.array([0.0, 0.9])), {"decay": 1.0}),
+            (problem, Markov(np.array([0.5, 0.5]), np.array([-0.3, -0.3])), {"decay": 0.75})]
+
+
+def _records(fields: tuple[str, ...]) -> RecordReading:
+    """CA-Fed records: Markov availability (given or fitted), the weights q_{t,i} the server used
+    (its own, eq. (2), so not equal), constants checked by the plan itself (f is Σ α_k F_k)."""
+    return RecordReading(models=("markov", "estimate"), assumption="CA-Fed Assumption 1 (Markov availability)",
+                         fields=tuple((f, ()) for f in fields), estimate=fitted_markov, constant_check=None,
+                         equal_weights=False)
+
+
+def _theorem(which, bound, plan, lhs, lhs_latex, expectation, needs, *, summary, example, assumptions=_ASSUME,
+             reads=("weights", "avg_client_losses")) -> Theorem:
     return Theorem(name=f"cafed.{which}", bound=bound, lhs=lhs, lhs_latex=lhs_latex, expectation=expectation,
                    covers=COVERS, steps=_STEPS, plan=plan, needs={**needs, **_NEEDS}, assumptions=assumptions,
                    options=("decay", "weights"), summary=summary, example=example, patterns=_PATTERNS,
-                   algorithms=COVERS, space=space("markov"), seed_cases=seeds("cafed_seeds"))
+                   algorithms=COVERS, space=space("markov"), seed_cases=_seeds, records=_records(reads))
 
 
 THEOREMS = {
@@ -643,12 +663,12 @@ THEOREMS = {
         "theorem_1_bias", bc.theorem_1, lambda setup: _bias_plan(setup, "theorem_1_bias"), _BIAS, _BIAS_LATEX,
         "noise", {**_STRONG, **_GAMMA},
         summary="CA-Fed Thm 1, eq. (11): the bias ε_bias ≤ κ² χ²(α‖p) Γ, no run needed",
-        example=f"{_CHAIN} --set Gamma=1", assumptions=_BIAS_ASSUME),
+        example=f"{_CHAIN} --set Gamma=1", assumptions=_BIAS_ASSUME, reads=("weights",)),
     "cafed.theorem_3": _theorem(
         "theorem_3", bc.theorem_3, lambda setup: _bias_plan(setup, "theorem_3"), _BIAS, _BIAS_LATEX,
         "noise", {**_STRONG, **_GAMMA_PRIME},
         summary="CA-Fed Thm 3, eq. (15): the bias ε_bias ≤ 4κ² d_TV²(α, p) Γ', no run needed",
-        example=f"{_CHAIN} --set Gamma_prime=1", assumptions=_BIAS_ASSUME),
+        example=f"{_CHAIN} --set Gamma_prime=1", assumptions=_BIAS_ASSUME, reads=("weights",)),
     "cafed.theorem_2": _theorem(
         "theorem_2", bc.theorem_2, _optimisation_plan,
         "F_B(w̄_T) − F_B*, F_B = Σ_k p_k F_k, p = π ⊙̃ q", r"F_B(\bar w_T) - F_B^*", "participation",

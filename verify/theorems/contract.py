@@ -28,7 +28,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-__all__ = ["Theorem", "Setup", "Plan", "NotCheckable", "EXPECTATIONS", "option_number", "option_numbers"]
+__all__ = ["Theorem", "Setup", "Plan", "RecordReading", "NotCheckable", "EXPECTATIONS", "option_number",
+           "option_numbers"]
 
 EXPECTATIONS = ("noise", "participation")
 
@@ -177,6 +178,46 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class RecordReading:
+    """How a theorem with a plan of its own reads run records (``verify.check_run``,
+    ``verify.theorems.from_records``): everything the records must state for it.
+
+    ``models``: the participation models (a record header's ``availability`` model names) the
+    theorem is proved under, None to read the participation from the recorded S_t alone;
+    ``assumption``: what the theorem assumes of the participation, named when a record's model
+    is refused; ``fields``: the record fields the plan reads, each as (field, the constants that
+    replace it when all are given), a per-round number recorded every round, a per-client field
+    at least once ("grad_norm2": the left side is built from every round's ‖∇f(x_t)‖²);
+    ``estimate``: ``estimate(records) -> (pattern, note)``, the theorem's participation model
+    fitted to the recorded S_t for a header saying ``availability: estimate`` (None: refused);
+    ``constant_check``: how a record's constants are checked against its own numbers
+    (``verify.record_consistency.check_constants``): "mean", "largest" (a constant bounding every
+    client's term) or None (the plan checks them); ``equal_weights``: whether the server must have
+    weighted the replies equally (False where the weights are the algorithm's own);
+    ``steps_outside(theorem, setup, plan, bound) -> str | None``: why the recorded step sizes lie outside
+    the theorem's (None: the plan's own ``steps_outside``); ``check_given(histories, given,
+    names)``: refuses constants the records contradict (None: nothing to check)."""
+
+    models: tuple[str, ...] | None = None
+    assumption: str = ""
+    fields: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    estimate: Callable | None = None
+    constant_check: str | None = "mean"
+    equal_weights: bool = True
+    steps_outside: Callable | None = None
+    check_given: Callable | None = None
+
+    def __post_init__(self):
+        if self.constant_check not in ("mean", "largest", None):
+            raise ValueError(f"constant_check must be 'mean', 'largest' or None, got {self.constant_check!r}")
+
+    @property
+    def reads_every_round(self) -> bool:
+        """Whether the left side is built from every round's recorded ‖∇f(x_t)‖²."""
+        return any(name == "grad_norm2" for name, _ in self.fields)
+
+
+@dataclass(frozen=True)
 class Theorem:
     """A checkable theorem (see the module docstring). ``plan`` is None for a statement that no
     run can test; ``reason`` then says why (e.g. a proof step)."""
@@ -227,6 +268,9 @@ class Theorem:
     #: hparams), ...]``, the hand-made cases tried first.
     space: Callable | None = None
     seed_cases: Callable | None = None
+    #: How run records are read for it (a theorem with a plan of its own); None: the records give
+    #: only what every plan reads (the delay bounds read the recorded S_t and ‖∇f(x_t)‖²).
+    records: RecordReading | None = None
 
     def __post_init__(self):
         if not self.summary:

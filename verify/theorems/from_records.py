@@ -179,34 +179,29 @@ def given_algorithm(record, theorem: Theorem):
 
 def availability_pattern(record, theorem: str):
     """The header's participation model as a pattern (None for "full", "estimate" or no model),
-    and a note: ``uniform`` → ``Uniform(N, m)``, ``any`` → None (no law), ``cyclic`` → ``Cyclic(N, m)``,
-    ``reshuffled`` → ``ReshuffledCyclic(N, m)``, ``markov`` → ``Markov(π, λ)``,
-    ``bernoulli`` → ``Bernoulli(p)`` (per round from the ``probabilities`` field when recorded)."""
-    from participation.patterns import Bernoulli, Cyclic, Markov, ReshuffledCyclic, Uniform
+    and a note: ``any`` → None (no law), ``bernoulli`` (or no model) with the per-round
+    ``probabilities`` field recorded → ``Bernoulli(p_n^t)`` (LOGIT Section 3.3), any other model →
+    the pattern ``participation.patterns.pattern_from_header`` reads (``uniform`` →
+    ``Uniform(N, m)``, ``cyclic`` → ``Cyclic(N, m)``, ``reshuffled`` → ``ReshuffledCyclic(N, m)``,
+    ``markov`` → ``Markov(π, λ)``, ``bernoulli`` → ``Bernoulli(p)``; a ValueError names a model
+    the table does not know)."""
+    from participation.patterns import Bernoulli, pattern_from_header
 
     model = record.header.get("availability") or {}
-    kind, N = model.get("model"), record.n_clients
-    if kind == "uniform":
-        return Uniform(N, int(model["m"])), None
+    kind = model.get("model")
+    if kind in ("bernoulli", None) and "probabilities" in record.vectors:
+        p = record.vectors["probabilities"]
+        if np.isnan(p).any():
+            t, i = np.argwhere(np.isnan(p))[0]
+            raise ValueError(f"{_name(record)}: probabilities is null for client {i} in round {t}")
+        return Bernoulli(p), "p_n^t: the recorded per-round probabilities"
     if kind == "any":           # no law: m is read from the recorded rounds
         return None, f"any arrival rule with m = {int(model['m'])} arrivals a round (the header's availability)"
-    if kind == "cyclic":
-        return Cyclic(N, int(model["m"])), None
-    if kind == "reshuffled":
-        return ReshuffledCyclic(N, int(model["m"])), None
-    if kind == "markov":
-        return Markov(np.asarray(model["pi"], dtype=float), np.asarray(model["lam"], dtype=float)), None
-    if kind == "bernoulli" or (kind is None and "probabilities" in record.vectors):
-        if "probabilities" in record.vectors:
-            p = record.vectors["probabilities"]
-            if np.isnan(p).any():
-                t, i = np.argwhere(np.isnan(p))[0]
-                raise ValueError(f"{_name(record)}: probabilities is null for client {i} in round {t}")
-            return Bernoulli(p), "p_n^t: the recorded per-round probabilities"
-        return Bernoulli(np.asarray(model["p"], dtype=float)), None
     if kind == "estimate":
         return None, "estimate"
-    return None, None
+    if kind in (None, "full"):
+        return None, None
+    return pattern_from_header(model, record.n_clients), None
 
 
 def _constants(record, given: dict) -> Constants:
@@ -218,34 +213,20 @@ def _constants(record, given: dict) -> Constants:
                      zeta2=float(given["zeta2"]) if given.get("zeta2") is not None else None, extra=extra)
 
 
-#: The participation models (header ``availability``) under which each theorem is proved; a
-#: theorem not listed reads the participation from the recorded S_t alone.
-MODELS = {
-    "momentum.theorem_4_6": ("uniform",), "momentum.theorem_5_1": ("uniform",),
-    "momentum.corollary_g1": ("uniform", "cyclic", "reshuffled", "any"),
-    "logit.inequality_23": ("bernoulli", "estimate"), "logit.theorem_1": ("bernoulli", "estimate"),
-    "logit.theorem_2": ("bernoulli", "estimate"),
-    "cafed.theorem_1": ("markov", "estimate"), "cafed.theorem_2": ("markov", "estimate"),
-    "cafed.theorem_1_bias": ("markov", "estimate"), "cafed.theorem_3": ("markov", "estimate"),
-}
-#: What each theorem assumes of the participation, for the refusal.
-_ASSUMES = {"momentum": "Server momentum footnote 4 and Alg. 4 (m clients a round)", "logit": "LOGIT Section 3.3 "
-            "(independent availability with probabilities p_n^t)", "cafed": "CA-Fed Assumption 1 (Markov availability)"}
-
-
 def require_model(records: list, theorem: Theorem) -> None:
     """Refuse records whose participation model is not one the theorem is proved under
-    (:data:`MODELS`), naming the header's ``availability`` and the assumption."""
-    allowed = MODELS.get(theorem.name)
+    (``theorem.records.models``), naming the header's ``availability`` and the assumption."""
+    reading = theorem.records
+    allowed = reading.models if reading is not None else None
     if allowed is None:
         return
     first = records[0]
     kind = (first.header.get("availability") or {}).get("model")
-    if kind is None and theorem.paper == "logit" and "probabilities" in first.vectors:
+    if kind is None and "bernoulli" in allowed and "probabilities" in first.vectors:
         return
     if kind not in allowed:
         given = f"availability {kind!r}" if kind else "no availability"
-        raise ValueError(f"{_name(first)} has {given}; {theorem.name} is proved under {_ASSUMES[theorem.paper]}: "
+        raise ValueError(f"{_name(first)} has {given}; {theorem.name} is proved under {reading.assumption}: "
                          f"write availability with model {' or '.join(map(repr, allowed))} in its header")
 
 
@@ -258,7 +239,7 @@ def record_setup(records: list, theorem: Theorem, given_constants: dict, confide
     require_model(records, theorem)
     for record in records:
         check_availability(record)
-        if theorem.paper != "cafed":          # CA-Fed's weights are its own (eq. (2)), recorded as weights
+        if theorem.records is None or theorem.records.equal_weights:
             check_equal_weights(record)
     notes = []
     algorithm = given_algorithm(first, theorem)
@@ -277,28 +258,31 @@ def record_setup(records: list, theorem: Theorem, given_constants: dict, confide
 
 
 def estimated_pattern(records: list, theorem: Theorem):
-    """The participation model estimated from the recorded S_t (``availability: estimate``):
-    the model the theorem assumes, fitted to the records' traces pooled, and a note that says so.
-    Bernoulli (LOGIT): p̂_n = the fraction of rounds client n was available; Markov (CA-Fed):
-    :func:`_fitted_markov`."""
+    """The participation model estimated from the recorded S_t (``availability: estimate``): the
+    model the theorem assumes (``theorem.records.estimate``) fitted to the records' traces, and a
+    note that says so."""
+    estimate = theorem.records.estimate if theorem.records is not None else None
+    if estimate is None:
+        raise ValueError(f"{theorem.name} reads no estimated availability model: give availability "
+                         "(full, uniform with m, or any with m) in the header")
+    return estimate(records)
+
+
+def fitted_bernoulli(records: list):
+    """LOGIT Section 3.3's independent availability fitted to the records: p̂_n = the fraction of
+    the pooled recorded rounds in which client n was available."""
+    from participation.patterns import Bernoulli
+
     masks = np.concatenate([r.mask for r in records])
-    paper = theorem.paper
-    if paper == "logit":
-        from participation.patterns import Bernoulli
-
-        p = masks.mean(axis=0)
-        if (p == 0).any():
-            raise ValueError(f"client {int(np.flatnonzero(p == 0)[0])} is never available in the records: "
-                             "its availability probability cannot be estimated as positive")
-        return Bernoulli(p), (f"availability estimated from the recorded S_t: p̂_n = the fraction of rounds "
-                              f"client n was available ({masks.shape[0]} rounds)")
-    if paper == "cafed":
-        return _fitted_markov(records)
-    raise ValueError(f"{theorem.name} reads no estimated availability model: give availability "
-                     "(full, uniform with m, or any with m) in the header")
+    p = masks.mean(axis=0)
+    if (p == 0).any():
+        raise ValueError(f"client {int(np.flatnonzero(p == 0)[0])} is never available in the records: "
+                         "its availability probability cannot be estimated as positive")
+    return Bernoulli(p), (f"availability estimated from the recorded S_t: p̂_n = the fraction of rounds "
+                          f"client n was available ({masks.shape[0]} rounds)")
 
 
-def _fitted_markov(records: list):
+def fitted_markov(records: list):
     """CA-Fed Assumption 1's chains fitted to the records: per client the transition counts N_xy
     of every record (``participation.markov.estimate``) summed, then the maximum-likelihood
     rates â = N_01/N_0, b̂ = N_10/N_1 (conditional on each record's first round), π̂ = â/(â + b̂)
@@ -356,27 +340,12 @@ CAFED_CONSTANTS = {
     "diam": "diam(W), the diameter of a ball holding every iterate and minimiser (Lemma 1: D, G, H of eq. (13))",
 }
 
-#: Per theorem, the record fields its plan reads: (field, constants that replace it). A per-round
-#: number must be recorded every round, a per-client field at least once.
-READS = {
-    "momentum.theorem_4_1": (("heterogeneity", ("sigma_g2", "zeta2")),),
-    "momentum.theorem_4_6": (("heterogeneity", ("sigma_g2", "zeta2")),),
-    "momentum.theorem_5_1": (("heterogeneity", ("sigma_g2", "zeta2")), ("local_steps", ()), ("delays", ())),
-    "momentum.corollary_g1": (("heterogeneity", ("sigma_g2", "zeta2")), ("local_steps", ()), ("delays", ())),
-    "logit.inequality_23": (("heterogeneity_max", ("zeta2",)), ("generator_error", ())),
-    "logit.theorem_1": (("heterogeneity_max", ("zeta2",)), ("generator_error", ("eps_star", "C1"))),
-    "logit.theorem_2": (("heterogeneity_max", ("zeta2",)), ("generator_error", ("eps_star", "C1"))),
-    "cafed.theorem_1": (("weights", ()), ("avg_client_losses", ())),
-    "cafed.theorem_2": (("weights", ()), ("avg_client_losses", ())),
-    "cafed.theorem_1_bias": (("weights", ()),),
-    "cafed.theorem_3": (("weights", ()),),
-}
-
-
 def require_fields(records: list, theorem: Theorem, given: dict) -> None:
-    """Refuse a record without a field of :data:`READS` (unless the constants that replace it
-    are all given), naming the field and the equation that reads it."""
-    for field, replaced_by in READS.get(theorem.name, ()):
+    """Refuse a record without a field the theorem reads (``theorem.records.fields``) unless the
+    constants that replace it are all given, naming the field and the equation that reads it."""
+    for field, replaced_by in (theorem.records.fields if theorem.records is not None else ()):
+        if field == "grad_norm2":
+            continue                      # every round's value: finite_left_sides
         if replaced_by and all(given.get(k) is not None for k in replaced_by):
             continue
         for r in records:
@@ -391,7 +360,7 @@ def require_fields(records: list, theorem: Theorem, given: dict) -> None:
 
 def finite_left_sides(records: list, theorem: Theorem) -> None:
     """Every round's ‖∇f(x_t)‖² recorded, where the left side is built from them."""
-    if theorem.paper not in ("momentum", "logit"):
+    if theorem.records is None or not theorem.records.reads_every_round:
         return
     for r in records:
         grad2 = r.metrics.get("grad_norm2")
@@ -404,22 +373,7 @@ def finite_left_sides(records: list, theorem: Theorem) -> None:
 
 
 def steps_outside(theorem: Theorem, setup: Setup, plan, bound) -> str | None:
-    """Why the recorded step sizes are outside the theorem's, or None: LOGIT prescribes
-    η = min{1/√(IT), 1/(2√30·LI)} (Thm 1); the Server momentum theorems admit every schedule
-    that meets their hypotheses, so a failed hypothesis puts the record outside; CA-Fed
-    prescribes η_1 = 1/(2L(1 + 2EQ)) in (12) (its plan states the mark)."""
-    import math
-
-    failed = [c.name for c in bound.conditions if not c.holds]
-    if theorem.paper == "logit":
-        from bounds import logit as bl
-
-        c0 = dataclasses.replace(setup.constants, zeta2=0.0,
-                                 extra={**(setup.constants.extra or {}), bl.SURROGATE_KEY: 0.0})
-        own, eta = float(bl.step_size(c0)), float(setup.given.eta_l)
-        if not math.isclose(own, eta, rel_tol=1e-9):
-            return (f"recorded η = {eta:.4g}; {theorem.name} prescribes η = min{{1/√(IT), 1/(2√30·LI)}} = {own:.4g} "
-                    "and its value assumes it")
-    if theorem.paper == "momentum" and failed:
-        return f"the recorded schedule breaks {'; '.join(failed)}"
-    return plan.steps_outside
+    """Why the recorded step sizes are outside the theorem's (``theorem.records.steps_outside``),
+    else the plan's own reason, or None."""
+    rule = theorem.records.steps_outside if theorem.records is not None else None
+    return (rule(theorem, setup, plan, bound) if rule is not None else None) or plan.steps_outside

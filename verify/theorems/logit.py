@@ -61,12 +61,14 @@ from bounds import logit as bl
 from participation.patterns import Bernoulli
 
 from ..verdicts import AVERAGE_GRAD_NORM2, AVERAGE_GRAD_NORM2_LATEX
-from .contract import Plan, Setup, Theorem
+from .contract import Plan, RecordReading, Setup, Theorem
+from .from_records import fitted_bernoulli
 from .measures import average_grad_norm2, observed_first, observed_max
-from .search import seeds, space
+from .search import space
 
 __all__ = ["THEOREMS", "FORM_8", "DEFAULT_SURROGATE", "MeasuredLOGIT", "GeneratorConstants",
-           "measured_generator_error", "generator_points", "estimate_generator_constants", "check_given_generator"]
+           "measured_generator_error", "generator_points", "estimate_generator_constants", "check_given_generator",
+           "Statement", "declare"]
 
 #: The surrogate rules of the form (8) (weight 1/N for every client); "none" reweights by 1/|A_t|.
 FORM_8 = ("generator", "last", "ws", "zero")
@@ -307,9 +309,22 @@ def _mean_tau_max(traces) -> float:
     return float(np.mean([bl.trace_tau_max_bar(t.mask, paper_start=False) for t in traces]))
 
 
-def _plan(setup: Setup, *, which: str) -> Plan:
-    name = f"logit.{which}"
-    p = _probabilities(setup, name, constant=which == "theorem_2")
+@dataclass(frozen=True)
+class Statement:
+    """What one LOGIT statement fixes beyond the plan they share: whether p_n is constant in time
+    (Thm 2), whether the generation error enters through Assumption 5's ε*, C₁ (Thms 1, 2) or as
+    ε of eq. (23) measured along the runs, its right side ``right_side(c, p, eta, error, traces)``
+    (``error`` the measured ε or the :class:`GeneratorConstants`), and ``report(p, traces, T)``,
+    the side quantities it reads beyond the shared ones."""
+
+    constant_p: bool
+    generator: bool
+    right_side: object
+    report: object = None
+
+
+def _plan(setup: Setup, *, name: str, statement: Statement) -> Plan:
+    p = _probabilities(setup, name, constant=statement.constant_p)
     algorithm, eta = _algorithm(setup, name)
     traces, note = setup.unit_traces("participation")
     given = _given_generator(setup)
@@ -321,23 +336,23 @@ def _plan(setup: Setup, *, which: str) -> Plan:
             cache[key] = estimate_generator_constants(histories, setup.n_clients, **given)
         return cache[key]
 
-    def bound_at(c, histories):
-        if which == "inequality_23":
-            return bl.inequality_23(c, p, measured_generator_error(histories), eta=eta)
-        g = generator(histories)
-        if which == "theorem_1":
-            return bl.theorem_1(c, p, _mean_tau_max(traces), g.eps_star, g.C1, eta=eta)
-        return bl.theorem_2(c, p, g.eps_star, g.C1, eta=eta)
+    def error(histories, rounds=None):
+        """The generation error the statement reads: ε of eq. (23), or ε*, C₁ (Assumption 5)."""
+        if not statement.generator:
+            return measured_generator_error(histories) if rounds is None else measured_generator_error(histories, rounds)
+        if rounds is None:
+            return generator(histories)
+        return estimate_generator_constants(histories, setup.n_clients, **given, rounds=rounds)
 
     def bound(histories):
-        return bound_at(_constants(setup, histories), histories)
+        return statement.right_side(_constants(setup, histories), p, eta, error(histories), traces)
 
     def start_bound(histories):
         """The bound where the runs cannot have inflated what it estimates on them (None when
         nothing is estimated): σ₃² measured at the runs' start, and ε (inequality (23)) or ε* and
         C₁ (Assumption 5) estimated on each run's rounds before its ‖∇f(x_t)‖² first exceeds
         ‖∇f(x_0)‖² (:func:`steady_rounds`), since the generator's error exists only along a run."""
-        generated = which == "inequality_23" or any(given[k] is None for k in GIVEN_KEYS)
+        generated = not statement.generator or any(given[k] is None for k in GIVEN_KEYS)
         if setup.constants.zeta2 is not None and not generated:
             return None
         c = _constants(setup, histories)
@@ -347,31 +362,22 @@ def _plan(setup: Setup, *, which: str) -> Plan:
                 return None
             c = dataclasses.replace(c, zeta2=start)
         steady = [steady_rounds(h) for h in histories]
-        if which == "inequality_23":
-            return bl.inequality_23(c, p, measured_generator_error(histories, steady), eta=eta)
-        g = estimate_generator_constants(histories, setup.n_clients, **given, rounds=steady)
-        if which == "theorem_1":
-            return bl.theorem_1(c, p, _mean_tau_max(traces), g.eps_star, g.C1, eta=eta)
-        return bl.theorem_2(c, p, g.eps_star, g.C1, eta=eta)
+        return statement.right_side(c, p, eta, error(histories, steady), traces)
 
     def extras(histories):
         c = _constants(setup, histories)
         out = {"generator error ε (measured)": measured_generator_error(histories), "sigma3^2": c.zeta2,
                "sigma3^2 source": "given" if setup.constants.zeta2 is not None else "measured: max over the runs' iterates",
                "sigma2^2": c.extra[bl.SURROGATE_KEY], "p_bar": float(np.mean(p))}
-        if which == "inequality_23":
+        if not statement.generator:
             return out
         g = generator(histories)
         out.update({"eps_star (mean over n, t)": float(np.mean(g.eps_star)), "eps_star source": g.eps_source,
                     "C1": g.C1, "C1 source": g.C1_source})
-        if which == "theorem_1":
-            out["tau_max_bar (runs' traces)"] = _mean_tau_max(traces)
-        else:
-            out["E[tau] (eq. (36), mean over n, t)"] = float(np.mean(bl.expected_staleness(p, setup.rounds)))
-        return out
+        return out | (statement.report(p, traces, setup.rounds) if statement.report is not None else {})
 
     notes = [note] if note else []
-    if which == "inequality_23":
+    if not statement.generator:
         notes.append("ε of eq. (23) measured along the runs (realised indicators for 1 − p_n^t)")
     elif any(given[k] is None for k in GIVEN_KEYS):
         notes.append("ε*, C₁ estimated from the runs: " + _estimation_rules(given))
@@ -381,6 +387,26 @@ def _plan(setup: Setup, *, which: str) -> Plan:
     return Plan(algorithm=algorithm, traces=traces, measure=average_grad_norm2, bound=bound, extras=extras,
                 start_bound=start_bound, covered=lambda histories: algorithm.surrogate in FORM_8, run_options={"observe": True},
                 step_sizes={"eta": eta, "eta_g": 1.0}, notes=notes)
+
+
+# ------------------------------------------------------------------------------ records
+
+
+def record_steps_outside(theorem: Theorem, setup: Setup, plan: Plan, bound) -> str | None:
+    """Why a record's η is not the one the theorems prescribe, η = min{1/√(IT), 1/(2√30·LI)}
+    (Thm 1, corrected cap), whose value the bounds assume; None when it is."""
+    c0 = dataclasses.replace(setup.constants, zeta2=0.0, extra={**(setup.constants.extra or {}), bl.SURROGATE_KEY: 0.0})
+    own, eta = float(bl.step_size(c0)), float(setup.given.eta_l)
+    if not math.isclose(own, eta, rel_tol=1e-9):
+        return (f"recorded η = {eta:.4g}; {theorem.name} prescribes η = min{{1/√(IT), 1/(2√30·LI)}} = {own:.4g} "
+                "and its value assumes it")
+    return None
+
+
+def _check_given(histories, given: dict, names) -> None:
+    """Records that contradict the ε*, C₁ they state (Assumption 5) are refused."""
+    if given.get("eps_star") is not None and given.get("C1") is not None:
+        check_given_generator(histories, given["eps_star"], given["C1"], names)
 
 
 # ------------------------------------------------------------------------------ the declarations
@@ -397,30 +423,75 @@ _BASE = "--L 1 --sigma2 1 --delta-f 20 --N 10 --K 5 --T 400"
 _SIGMAS = "--set zeta2=0.5 --set sigma2_surrogate=0.2"
 
 
-def _theorem(which, bound, assumptions, *, summary, example, needs, options=()) -> Theorem:
-    per_round = which != "theorem_2"          # Thm 2 alone needs p_n constant in time
-    return Theorem(name=f"logit.{which}", bound=bound, lhs=AVERAGE_GRAD_NORM2, lhs_latex=AVERAGE_GRAD_NORM2_LATEX, expectation="participation",
-                   covers=("logit",), steps=_STEPS, plan=lambda setup: _plan(setup, which=which),
+def _seeds_varying(T: int):
+    """p_n^t varying by round, two clients rarely available, zero surrogates: the staleness term
+    of Thm 1 at its largest."""
+    from ..search_spaces import split_quadratic
+
+    p = np.tile(np.array([1.0, 0.1, 0.1]), (T, 1))
+    p[::2, 0] = 0.1
+    return [(split_quadratic(3), Bernoulli(p, 3), {"surrogate": "zero"})]
+
+
+def _seeds_constant(T: int):
+    """Constant p_n with two rare clients, zero and last-value surrogates (Thm 2's p_min form)."""
+    from ..search_spaces import split_quadratic
+
+    rare = np.array([1.0, 0.1, 0.1])
+    return [(split_quadratic(3), Bernoulli(rare, 3), {"surrogate": "zero"}),
+            (split_quadratic(3), Bernoulli(rare, 3), {"surrogate": "last"})]
+
+
+def _records(generator: bool) -> RecordReading:
+    return RecordReading(
+        models=("bernoulli", "estimate"),
+        assumption="LOGIT Section 3.3 (independent availability with probabilities p_n^t)",
+        fields=(("grad_norm2", ()), ("heterogeneity_max", ("zeta2",)),
+                ("generator_error", GIVEN_KEYS if generator else ())),
+        estimate=fitted_bernoulli, constant_check="largest", steps_outside=record_steps_outside,
+        check_given=_check_given if generator else None)
+
+
+def declare(name: str, bound, statement: Statement, assumptions: str, *, summary: str, example: str, needs: dict,
+            options: tuple = ()) -> Theorem:
+    """A LOGIT statement as a checkable theorem: its formula (``bounds.logit``), its
+    :class:`Statement` and what ``fedverify`` shows of it."""
+    return Theorem(name=name, bound=bound, lhs=AVERAGE_GRAD_NORM2, lhs_latex=AVERAGE_GRAD_NORM2_LATEX,
+                   expectation="participation", covers=("logit",), steps=_STEPS,
+                   plan=lambda setup: _plan(setup, name=name, statement=statement),
                    needs={**needs, **_SHARED_NEEDS}, assumptions=assumptions, options=options, summary=summary,
                    example=example, patterns=_PATTERNS, algorithms=_ALGORITHMS,
-                   space=space("bernoulli", per_round=per_round),
-                   seed_cases=seeds("logit_seeds", "theorem_1" if per_round else "theorem_2"))
+                   space=space("bernoulli", per_round=not statement.constant_p),
+                   seed_cases=_seeds_constant if statement.constant_p else _seeds_varying,
+                   records=_records(statement.generator))
 
+
+_INEQUALITY_23 = Statement(constant_p=False, generator=False,
+                           right_side=lambda c, p, eta, eps, traces: bl.inequality_23(c, p, eps, eta=eta))
+_THEOREM_1 = Statement(
+    constant_p=False, generator=True,
+    right_side=lambda c, p, eta, g, traces: bl.theorem_1(c, p, _mean_tau_max(traces), g.eps_star, g.C1, eta=eta),
+    report=lambda p, traces, T: {"tau_max_bar (runs' traces)": _mean_tau_max(traces)})
+_THEOREM_2 = Statement(
+    constant_p=True, generator=True,
+    right_side=lambda c, p, eta, g, traces: bl.theorem_2(c, p, g.eps_star, g.C1, eta=eta),
+    report=lambda p, traces, T: {"E[tau] (eq. (36), mean over n, t)": float(np.mean(bl.expected_staleness(p, T)))})
+_VARYING = "a Bernoulli pattern (p_n^t may vary by round); any problem"
 
 THEOREMS = {
-    "logit.inequality_23": _theorem(
-        "inequality_23", bl.inequality_23, "a Bernoulli pattern (p_n^t may vary by round); any problem",
+    "logit.inequality_23": declare(
+        "logit.inequality_23", bl.inequality_23, _INEQUALITY_23, _VARYING,
         summary="LOGIT eq. (23) (App. A.1): the averaged descent inequality with the generation error ε measured",
         example=f"{_BASE} --set p=0.5 --set epsilon=0.05 {_SIGMAS}",
         needs={"epsilon": "ε of eq. (23), measured along the runs (LOGIT observe)"}),
-    "logit.theorem_1": _theorem(
-        "theorem_1", bl.theorem_1, "a Bernoulli pattern (p_n^t may vary by round); any problem",
+    "logit.theorem_1": declare(
+        "logit.theorem_1", bl.theorem_1, _THEOREM_1, _VARYING,
         summary="LOGIT Thm 1, eq. (10): time-varying p_n^t, staleness term in the traces' τ̄_max",
         example=f"{_BASE} --tau-max 8 --set p=0.5 --set eps_star=0.01 --set C1=1 {_SIGMAS}",
         needs={**_GENERATOR_NEEDS, "tau_max": "τ̄_max = (1/N) Σ_n max_t τ_n^t of the runs' traces"},
         options=GIVEN_KEYS),
-    "logit.theorem_2": _theorem(
-        "theorem_2", bl.theorem_2, "a Bernoulli pattern with p_n constant in time; any problem",
+    "logit.theorem_2": declare(
+        "logit.theorem_2", bl.theorem_2, _THEOREM_2, "a Bernoulli pattern with p_n constant in time; any problem",
         summary="LOGIT Thm 2, eq. (11): constant p_n, staleness term from E[τ] of eq. (36)",
         example=f"{_BASE} --set p=0.5 --set eps_star=0.01 --set C1=1 {_SIGMAS}",
         needs=_GENERATOR_NEEDS, options=GIVEN_KEYS),

@@ -27,17 +27,19 @@ the proofs use A3 only at the iterates, so the measured value is the one they ne
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from bounds import momentum as bm
+from participation import Trace
 from participation.patterns import Cyclic, ReshuffledCyclic, Uniform
 
-from .search import seeds, space
-from .contract import Plan, Setup, Theorem, option_number, option_numbers
+from .contract import Plan, RecordReading, Setup, Theorem, option_number, option_numbers
+from .search import space
 from .measures import observed_first, observed_max, pooled, stage_average
 
-__all__ = ["THEOREMS", "largest_admissible"]
+__all__ = ["THEOREMS", "largest_admissible", "Statement", "declare"]
 
 FAMILY = ("fedgm", "fedavgm", "fednag", "qhm")
 #: (β, ν) as a function of β for the presets that fix ν (Sec. 3, after eq. (2)).
@@ -180,21 +182,49 @@ def _stats(histories, k_max: float) -> bm.LocalStepStats:
     return bm.LocalStepStats(phi1, phi2, phi3, float(max(k_max, max(r.max() for r in rows))))
 
 
-def _plan(setup: Setup, *, which: str) -> Plan:
-    autonomous = which in ("theorem_5_1", "corollary_g1")
-    name = f"momentum.{which}"
+@dataclass(frozen=True)
+class Statement:
+    """What one Server momentum statement fixes beyond the plan they share: the participation it
+    assumes (``"full"``: every client every round, Thm 4.1; ``"uniform"``: m clients drawn
+    uniformly without replacement, footnote 4; ``"m-per-round"``: any rule giving m ≥ 1 arrivals
+    every server step, Cor G.1 with Algorithm 4), whether the clients are autonomous (Algorithm 4:
+    delays and local steps K_{t,i} of their own), and its formula in ``bounds.momentum``, called
+    as ``formula(constants, schedule)`` under full participation, ``formula(constants, schedule,
+    m)`` under sampling and ``formula(constants, schedule, m, tau, stats)`` for autonomous clients."""
+
+    participation: str
+    autonomous: bool
+    formula: object
+
+    def __post_init__(self):
+        if self.participation not in ("full", "uniform", "m-per-round"):
+            raise ValueError(f"participation must be 'full', 'uniform' or 'm-per-round', got {self.participation!r}")
+
+    @property
+    def expectation(self) -> str:
+        """Over the noise given the participation (full participation), else over both."""
+        return "noise" if self.participation == "full" else "participation"
+
+    def bound(self, consts, schedule, m: int, tau: int, stats):
+        if self.autonomous:
+            return self.formula(consts, schedule, m, tau, stats)
+        return self.formula(consts, schedule) if self.participation == "full" else self.formula(consts, schedule, m)
+
+
+def _plan(setup: Setup, *, name: str, statement: Statement) -> Plan:
+    autonomous = statement.autonomous
     allowed = ("fedgm-autonomous",) if autonomous else FAMILY + ("fedavg",)
     if setup.given is None and setup.algorithm not in allowed:
         raise ValueError(f"{name} runs {', '.join(allowed)} at its own step sizes, not {setup.algorithm}")
-    traces, note = setup.unit_traces("participation" if which != "theorem_4_1" else "noise")
-    if which == "theorem_4_1":
+    traces, note = setup.unit_traces(statement.expectation)
+    if statement.participation == "full":
         left_out = sum(int((~t.mask).sum()) for t in traces)
         if left_out:
             raise ValueError(f"{name} assumes full participation (every client every round); the trace leaves "
                              f"{left_out} client-rounds out; use momentum.theorem_4_6")
         m = setup.n_clients
     else:
-        m = _uniform_m(setup, name, any_rule=which == "corollary_g1")
+        m = _uniform_m(setup, name, any_rule=statement.participation == "m-per-round")
     K = setup.local_steps
     if autonomous:
         import algorithms
@@ -208,12 +238,7 @@ def _plan(setup: Setup, *, which: str) -> Plan:
     consts0 = _constants(setup, 1.0)      # σ_g² does not enter any condition
 
     def bound_at(schedule, stats=None, consts=consts0):
-        if which == "theorem_4_1":
-            return bm.theorem_4_1(consts, schedule)
-        if which == "theorem_4_6":
-            return bm.theorem_4_6(consts, schedule, m)
-        fn = bm.theorem_5_1 if which == "theorem_5_1" else bm.corollary_g1
-        return fn(consts, schedule, m, tau, stats or bm.LocalStepStats.constant(K * max_epochs))
+        return statement.bound(consts, schedule, m, tau, stats or bm.LocalStepStats.constant(K * max_epochs))
 
     schedule = _given_schedule(setup)
     if schedule is None:
@@ -291,37 +316,95 @@ _STEPS = ("a one-stage (or `stages=`) schedule with the algorithm's β, ν and �
 
 
 _EXAMPLE = "--L 1 --sigma2 1 --delta-f 20 --N 20 --K 5 --T 400 --eta-g 1 --set sigma_g2=0.5 --set beta=0.5 --set nu=0.9"
-#: A working ``fedverify bound`` line per theorem, and the patterns ``check --theorem`` runs on.
-_EXAMPLES = {"theorem_4_1": _EXAMPLE + " --eta-l 0.001",
-             "theorem_4_6": _EXAMPLE + " --eta-l 0.001 --set n_sampled=5",
-             "theorem_5_1": _EXAMPLE + " --eta-l 0.0001 --set n_sampled=5 --set tau=2",
-             "corollary_g1": _EXAMPLE + " --eta-l 0.0001 --set n_sampled=5 --set tau=2"}
-_SPACES = {"theorem_4_1": space("full"), "theorem_4_6": space("uniform"),
-           "theorem_5_1": space("autonomous", any_arrival=False), "corollary_g1": space("autonomous", any_arrival=True)}
-_PATTERNS = {"theorem_4_1": ("full",), "theorem_4_6": ("P1",), "theorem_5_1": ("P1",),
-             "corollary_g1": ("P1", "case3", "case4")}
+_AUTONOMOUS_EXAMPLE = _EXAMPLE + " --eta-l 0.0001 --set n_sampled=5 --set tau=2"
+_AUTONOMOUS_NEEDS = {"phi": "φ_1, φ_2, φ_3, K_max (footnote 5): from the K_{t,i} the runs logged; τ = max_delay − 1"}
+_STRONG = {"beta": 0.9, "nu": 1.0}
+_SPLIT_AUTONOMOUS = {**_STRONG, "max_delay": 4, "max_epochs": 3}
 
 
-def _theorem(which: str, bound, covers, expectation, assumptions, needs=None) -> Theorem:
-    return Theorem(name=f"momentum.{which}", bound=bound, lhs=_LHS, lhs_latex=_LHS_LATEX, expectation=expectation,
-                   covers=covers, steps=_STEPS, plan=lambda setup: _plan(setup, which=which),
+def _two_clients():
+    from ..search_spaces import split_quadratic
+
+    return split_quadratic(2)
+
+
+def _seeds_full(T: int):
+    """Two clients pulling apart, every client every round, strong momentum."""
+    return [(_two_clients(), Trace(np.ones((T, 2), dtype=bool)), _STRONG)]
+
+
+def _seeds_uniform(T: int):
+    """One client of two (strong momentum) and of three (none) drawn each round."""
+    from ..search_spaces import split_quadratic
+
+    return [(_two_clients(), Uniform(2, 1), _STRONG), (split_quadratic(3), Uniform(3, 1), {"beta": 0.0, "nu": 0.0})]
+
+
+def _seeds_autonomous(T: int):
+    """Uniform arrival of one of two clients with the longest delays and epochs drawn."""
+    return [(_two_clients(), Uniform(2, 1), _SPLIT_AUTONOMOUS)]
+
+
+def _seeds_any_arrival(T: int):
+    """One client arriving every time (the bias Remark 5.3 prices at 6σ_g²), and the two alternating."""
+    only_first = np.zeros((T, 2), dtype=bool)
+    only_first[:, 0] = True
+    alternating = np.resize(np.eye(2, dtype=bool), (T, 2))
+    return [(_two_clients(), Trace(only_first), _SPLIT_AUTONOMOUS),
+            (_two_clients(), Trace(alternating), _SPLIT_AUTONOMOUS)]
+
+
+def record_steps_outside(theorem: Theorem, setup: Setup, plan: Plan, bound) -> str | None:
+    """A recorded schedule is admitted when it meets every hypothesis of the theorem (they admit any
+    schedule that does): the hypotheses it breaks, else None."""
+    failed = [c.name for c in bound.conditions if not c.holds]
+    return f"the recorded schedule breaks {'; '.join(failed)}" if failed else None
+
+
+#: The record header's ``availability`` models each participation rule is read from.
+_RECORD_MODELS = {"full": None, "uniform": ("uniform",), "m-per-round": ("uniform", "cyclic", "reshuffled", "any")}
+_SPACES = {"full": space("full"), "uniform": space("uniform")}
+_SEEDS = {("full", False): _seeds_full, ("uniform", False): _seeds_uniform, ("uniform", True): _seeds_autonomous,
+          ("m-per-round", True): _seeds_any_arrival}
+
+
+def declare(name: str, statement: Statement, covers: tuple[str, ...], assumptions: str, *, example: str,
+            patterns: tuple[str, ...], needs: dict | None = None) -> Theorem:
+    """A Server momentum statement as a checkable theorem: its formula and participation
+    (:class:`Statement`) and what ``fedverify`` shows of it; the search space, seed cases and the
+    records it reads follow from the statement."""
+    fields = (("grad_norm2", ()), ("heterogeneity", ("sigma_g2", "zeta2")))
+    if statement.autonomous:
+        fields += (("local_steps", ()), ("delays", ()))
+    space_ = (space("autonomous", any_arrival=statement.participation == "m-per-round") if statement.autonomous
+              else _SPACES[statement.participation])
+    return Theorem(name=name, bound=statement.formula, lhs=_LHS, lhs_latex=_LHS_LATEX, expectation=statement.expectation,
+                   covers=covers, steps=_STEPS, plan=lambda setup: _plan(setup, name=name, statement=statement),
                    needs={**_NEEDS, **(needs or {})},
                    reductions={"fedavg": REDUCTIONS["fedavg"]} if covers == FAMILY else {},
-                   assumptions=assumptions, options=("stages",), example=_EXAMPLES[which],
-                   patterns=_PATTERNS[which], algorithms=tuple(covers), space=_SPACES[which],
-                   seed_cases=seeds("momentum_seeds", which))
+                   assumptions=assumptions, options=("stages",), example=example,
+                   patterns=patterns, algorithms=tuple(covers), space=space_,
+                   seed_cases=_SEEDS.get((statement.participation, statement.autonomous)),
+                   records=RecordReading(models=_RECORD_MODELS[statement.participation],
+                                         assumption="Server momentum footnote 4 and Alg. 4 (m clients a round)",
+                                         fields=fields, steps_outside=record_steps_outside))
 
 
-_AUTONOMOUS_NEEDS = {"phi": "φ_1, φ_2, φ_3, K_max (footnote 5): from the K_{t,i} the runs logged; τ = max_delay − 1"}
 THEOREMS = {
-    "momentum.theorem_4_1": _theorem("theorem_4_1", bm.theorem_4_1, FAMILY, "noise",
-                                     "full participation (every client every round); any problem"),
-    "momentum.theorem_4_6": _theorem("theorem_4_6", bm.theorem_4_6, FAMILY, "participation",
-                                     "m clients uniformly without replacement each round (a Uniform pattern)"),
-    "momentum.theorem_5_1": _theorem("theorem_5_1", bm.theorem_5_1, ("fedgm-autonomous",), "participation",
-                                     "autonomous clients, uniform arrival (a Uniform pattern)", _AUTONOMOUS_NEEDS),
-    "momentum.corollary_g1": _theorem("corollary_g1", bm.corollary_g1, ("fedgm-autonomous",), "participation",
-                                      "autonomous clients, any arrival rule with m ≥ 1 arrivals every round",
-                                      _AUTONOMOUS_NEEDS),
+    "momentum.theorem_4_1": declare(
+        "momentum.theorem_4_1", Statement("full", False, bm.theorem_4_1), FAMILY,
+        "full participation (every client every round); any problem",
+        example=_EXAMPLE + " --eta-l 0.001", patterns=("full",)),
+    "momentum.theorem_4_6": declare(
+        "momentum.theorem_4_6", Statement("uniform", False, bm.theorem_4_6), FAMILY,
+        "m clients uniformly without replacement each round (a Uniform pattern)",
+        example=_EXAMPLE + " --eta-l 0.001 --set n_sampled=5", patterns=("P1",)),
+    "momentum.theorem_5_1": declare(
+        "momentum.theorem_5_1", Statement("uniform", True, bm.theorem_5_1), ("fedgm-autonomous",),
+        "autonomous clients, uniform arrival (a Uniform pattern)",
+        example=_AUTONOMOUS_EXAMPLE, patterns=("P1",), needs=_AUTONOMOUS_NEEDS),
+    "momentum.corollary_g1": declare(
+        "momentum.corollary_g1", Statement("m-per-round", True, bm.corollary_g1), ("fedgm-autonomous",),
+        "autonomous clients, any arrival rule with m ≥ 1 arrivals every round",
+        example=_AUTONOMOUS_EXAMPLE, patterns=("P1", "case3", "case4"), needs=_AUTONOMOUS_NEEDS),
 }
-

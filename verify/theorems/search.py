@@ -1,9 +1,9 @@
-"""References from a theorem's declaration to its conformance search space and seed cases
+"""References from a theorem's declaration to its conformance search space
 (``verify.search_spaces``), resolved only when a search runs, so that declaring a theorem loads
 no hypothesis."""
 from __future__ import annotations
 
-__all__ = ["space", "seeds"]
+__all__ = ["space"]
 
 
 def space(name: str, **options):
@@ -14,12 +14,3 @@ def space(name: str, **options):
 
         return getattr(spaces, name)(draw, n, T, **options)
     return draw_case
-
-
-def seeds(name: str, *args):
-    """``T -> [(problem, source, hparams), ...]``: ``verify.search_spaces.<name>(*args, T)``."""
-    def build(T):
-        import verify.search_spaces as spaces
-
-        return getattr(spaces, name)(*args, T)
-    return build

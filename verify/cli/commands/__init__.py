@@ -210,7 +210,8 @@ def early_checks(*, theorem: str | None = None, plugins=(), patterns=(), records
     import importlib.util
     import json
 
-    from ...choices import THEOREM_LIST, TRACE_SUFFIXES
+    from ...choices import TRACE_SUFFIXES
+    from ...theorems.index import load_index
 
     for spec in plugins:
         if spec.endswith(".py") or "/" in spec:
@@ -220,9 +221,10 @@ def early_checks(*, theorem: str | None = None, plugins=(), patterns=(), records
             raise UsageError(f"plugin module {_quote(spec)} cannot be found (give a module name on the path or a .py file)")
     import sys
 
-    known = set(THEOREM_LIST)
-    if "verify.theorems" in sys.modules:          # theorems registered in this process (a library caller's own)
-        known |= set(sys.modules["verify.theorems"].THEOREMS)
+    known = set(load_index())
+    loaded = getattr(sys.modules.get("verify.theorems"), "__dict__", {})
+    if "THEOREMS" in loaded:          # theorems registered in this process (a library caller's own)
+        known |= set(loaded["THEOREMS"])
     if theorem is not None and not plugins and theorem not in known and f"fedsum.{theorem}" not in known:
         from difflib import get_close_matches
 

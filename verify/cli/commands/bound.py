@@ -188,9 +188,15 @@ def add_arguments(parser) -> None:
 
 def run(args) -> str:
     if args.list:
-        from ...choices import THEOREM_LIST
+        from ...theorems.index import load_index
 
-        return "\n".join(f"{name:24s} {line}" for name, line in THEOREM_LIST.items())
+        import sys
+
+        listed = load_index()
+        loaded = sys.modules.get("verify.theorems")
+        if loaded is not None and "THEOREMS" in vars(loaded):     # theorems a library caller registered
+            listed |= {name: t.summary for name, t in loaded.THEOREMS.items() if name not in listed}
+        return "\n".join(f"{name:24s} {line}" for name, line in listed.items())
     import numpy as np
 
     from bounds import Bound
