@@ -132,7 +132,7 @@ def test_a_random_quadratic_that_cannot_fit_is_refused(limit):
 
 
 def test_an_experiment_whose_traces_cannot_fit_is_refused():
-    from verify import experiment
+    from verify.studies import experiment
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(ENV_MEMORY, "3")

@@ -4,7 +4,8 @@ never from a full-size one. The sizes here would take hours to days: none of the
 import pytest
 
 from participation.budget import ENV_MEMORY
-from verify import checking, delay_study, experiment, tightness_study
+from verify import checking
+from verify.studies import delay_study, experiment, tightness_study
 from verify.cli import build_parser, main
 from verify.cli.commands import LONG_SECONDS
 

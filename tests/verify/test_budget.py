@@ -124,7 +124,7 @@ EXPERIMENT = ["experiment", "fedsum", "--dataset", "digits", "-N", "4", "--limit
 
 def test_experiment_refuses_rounds_that_cannot_fit_before_building_anything(workdir, limit, monkeypatch):
     """`experiment fedsum -T 1000000000` built the problem and timed runs before failing."""
-    from verify import experiment
+    from verify.studies import experiment
 
     limit(3)
     monkeypatch.setattr(experiment, "build_problem", _interrupt)
@@ -138,7 +138,7 @@ def test_experiment_refuses_rounds_that_cannot_fit_before_building_anything(work
 def test_experiment_with_many_local_steps_says_how_long_before_it_starts(workdir, limit, monkeypatch):
     """`experiment fedsum -K 100000000` printed nothing for over a minute: its time estimate ran
     rounds of 10^8 local steps. The estimate now times at most TIMED_STEPS steps and scales up."""
-    from verify import experiment
+    from verify.studies import experiment
 
     limit(3)
     real = experiment.fedsum_experiment

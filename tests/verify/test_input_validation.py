@@ -610,7 +610,7 @@ def test_experiment_batch_larger_than_the_data_is_refused_up_front(hostile):
 
 
 def test_experiment_batch_beyond_the_memory_limit_is_refused_up_front():
-    from verify.experiment import check_batch
+    from verify.studies.experiment import check_batch
 
     with memory_limit_gb(str(1 / 1024)):
         with pytest.raises(ValueError, match=r"a mini-batch of 1000 \(--batch\) for each of 100 clients .* needs about"):

@@ -210,7 +210,7 @@ def _run_fedsum(args) -> str:
     """FedSUM Section 5 on the chosen data set; writes experiment.json/.csv/.png."""
     from algorithms import names
     from participation.patterns import preset_names
-    from verify import experiment
+    from verify.studies import experiment
 
     load_plugins(args.plugin)
     args.clients = args.clients or 100
@@ -255,7 +255,7 @@ def _run_fedsum(args) -> str:
 def _problem_and_key(args, dataset: str, batch: int, seed: int):
     """The problem of ``seed`` and what a saved run of it was made from, so that a resumed
     experiment reads back only its own runs."""
-    from verify import experiment
+    from verify.studies import experiment
 
     problem = experiment.build_problem(dataset, args.root, args.clients, args.alpha, batch, seed,
                                        args.limit, args.device)
@@ -269,7 +269,7 @@ def _run_one(args, algorithms, dataset: str, batch: int, eta_l: float, seed: int
     """One seed's experiment (with its tuning when asked); its table, and the files it wrote. ``copies``:
     how many seeds' experiments this one starts, so that their time together is refused above
     ``LONG_SECONDS`` without --long."""
-    from verify import experiment
+    from verify.studies import experiment
 
     problem, key = _problem_and_key(args, dataset, batch, seed)
     runs_folder = Path(args.output) / "runs"
@@ -333,7 +333,7 @@ def _run_one(args, algorithms, dataset: str, batch: int, eta_l: float, seed: int
 
 def _pairs(args, algorithms) -> list[tuple[str, str]]:
     if args.pairs is None:
-        from verify.seed_study import default_pairs
+        from verify.studies.seed_study import default_pairs
 
         return default_pairs(algorithms)
     from algorithms import names
@@ -353,7 +353,7 @@ def _pairs(args, algorithms) -> list[tuple[str, str]]:
 def _run_seeds(args, algorithms, dataset: str, batch: int, eta_l: float) -> str:
     """The experiment once per seed (runs saved in OUTPUT/runs), then the study of every saved run
     at these rates."""
-    from verify import seed_study
+    from verify.studies import seed_study
 
     if args.tune:
         raise UsageError("--tune chooses the rates on one seed: run it with --seed, then give the chosen "
@@ -400,7 +400,7 @@ def _run_delays(args) -> str:
 
     from ...choices import build_problem
     from ...constants import estimate_constants
-    from verify import delay_study
+    from verify.studies import delay_study
 
     members = delay_study.delay_family(n, args.rate, rounds, args.seed)
     size = f"N={n}, K={local_steps}, T={rounds}"
@@ -441,7 +441,7 @@ def _run_tightness(args) -> str:
     """FedSUM Thm 4.1 and Cor 4.1 at sigma^2 = 0 beside the exact worst case of each trace; every
     solved programme is kept in OUTPUT/cells, so a stopped study resumes."""
     from participation.budget import human_seconds
-    from verify import tightness_study
+    from verify.studies import tightness_study
 
     if args.quick and args.rounds is not None:
         raise UsageError("--quick fixes T <= 4: give --quick or --rounds, not both")
@@ -474,8 +474,8 @@ def _run_measures(args) -> str:
     """The measures study: every cell is kept in OUTPUT/cells (OUTPUT/cnn/cells for the CNN), so a
     stopped study resumes; the report of what is saved goes to OUTPUT/report.md."""
     from participation.budget import human_seconds
-    from verify import measures_study as ms
-    from verify.measures_study import report
+    from verify.studies import measures_study as ms
+    from verify.studies.measures_study import report
 
     if args.quick and args.part == "cnn":
         raise UsageError("--quick is the small convex design and has no CNN part: leave out --part cnn")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..report import figure, number, save_figure, write_csv, write_json
+from ...report import figure, number, save_figure, write_csv, write_json
 
 __all__ = ["markdown", "findings", "write", "load", "FILES", "MIDDLE"]
 
@@ -288,7 +288,7 @@ def write(result: dict, analysis: dict, ranks: list[dict], folder) -> list[Path]
     trace_rows = _trace_rows(result)
     fields = list(trace_rows[0]) if trace_rows else ["problem"]
     paths.append(write_csv(folder / "traces.csv", trace_rows, fields))
-    from ..report import atomic_write
+    from ...report import atomic_write
 
     paths.append(atomic_write(folder / "measures.md", lambda f: f.write(markdown(result, analysis, ranks))))
     paths.append(plot(result, folder / "measures.png"))
@@ -312,7 +312,7 @@ server still steps along its stale sum), the longest joint absence of a group of
 far the participants' label mix over a window is from the population's. None of them has been
 tested against measured convergence across participation mechanisms. This study does so.
 
-**Method.** Traces of every participation sampler fedverify has (`verify.measures_study.family`),
+**Method.** Traces of every participation sampler fedverify has (`verify.studies.measures_study.family`),
 each measure computed on each trace (`participation.measures`, each cross-checked against a loop
 written from its definition). The measured side (1/T) Σ_{t<T} ‖∇f(x_t)‖² of FedSUM-CR, FedAvg and
 SCAFFOLD on a noisy heterogeneous quadratic and on logistic regression over scikit-learn's digits
@@ -335,7 +335,7 @@ traces per configuration; one or two noise seeds. At N = 20 and a rate of 0.2 em
 empty run have little to act on in the convex part. The CNN part has one trace per configuration,
 one noise seed and one step size, so its response is noisy; and on a non-convex problem a small
 (1/T) Σ ‖∇f(x_t)‖² can also mean a run that stalled on a plateau, not one that trained. Everything below this line is generated from the saved data by
-`fedverify experiment measures` (`verify.measures_study.report`), and a test regenerates it.
+`fedverify experiment measures` (`verify.studies.measures_study.report`), and a test regenerates it.
 
 """
 
@@ -362,7 +362,7 @@ def write_page(folder, path=None) -> Path:
     it is there), written to ``path`` (default ``folder/report.md``)."""
     folder = Path(folder)
     cnn = load(folder / "cnn") if (folder / "cnn" / "measures.json").is_file() else None
-    from ..report import atomic_write
+    from ...report import atomic_write
 
     text = page(load(folder), cnn)
     return atomic_write(Path(path) if path is not None else folder / "report.md", lambda f: f.write(text))

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from tests.verify.test_cli import run_main
-from verify import tightness_study as ts
+from verify.studies import tightness_study as ts
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "reproductions"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "reproductions"
 REPORT = DOCS / "fedsum-tightness.md"
 SAVED = DOCS / "fedsum-tightness"
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from tests.verify.test_cli import run_main
-from verify import algorithm_styles, experiment, seed_study
+from verify import algorithm_styles
+from verify.studies import experiment, seed_study
 
 
 # ------------------------------------------------------------------------ statistics

@@ -12,7 +12,7 @@ import algorithms
 from algorithms.problems import Quadratic
 from participation.patterns import Cyclic, OnOffCycles, Uniform
 from tests.verify.test_cli import run_main
-from verify import delay_study
+from verify.studies import delay_study
 
 
 def taus_by_definition(mask):

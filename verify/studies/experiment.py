@@ -37,8 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .algorithm_styles import style
-from .report import figure, number, save_figure, write_csv, write_json
+from ..algorithm_styles import style
+from ..report import figure, number, save_figure, write_csv, write_json
 from participation.validation import integer
 
 ALGORITHMS = ("fedsum", "fedsum-cr", "fedavg", "fedau", "fedawe", "fedvarp", "mifa", "scaffold")

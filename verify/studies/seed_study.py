@@ -1,6 +1,6 @@
 """Several seeds of the FedSUM experiment: means, confidence intervals and paired differences.
 
-One seed of :func:`verify.experiment.fedsum_experiment` fixes the Dirichlet split, the
+One seed of :func:`verify.studies.experiment.fedsum_experiment` fixes the Dirichlet split, the
 network's initialisation, the participation traces and the mini-batches; every algorithm of
 that seed sees the same four. A comparison of two algorithms is therefore *paired*: per seed,
 the difference of their losses, and over the n seeds the mean difference with its two-sided
@@ -21,7 +21,7 @@ Besides the loss at given rounds, the study measures what the paper asserts in w
 * *late-round variability* over the last ``window`` rounds (the paper's Fig. 8 shows the last
   160 of 2000): at every recorded round, the median across the seeds of the second difference
   |y_{t+} − 2y_t + y_{t−}| of each run's recorded losses, then the median over the rounds,
-  scaled to estimate a standard deviation (:func:`verify.report_statistics.late_variability`),
+  scaled to estimate a standard deviation (:func:`verify.studies.report_statistics.late_variability`),
   so that neither the downward trend, nor one round at the window's boundary, nor one seed of
   three moves it;
 * *loss at equal communication*: the training loss at a given number of full models sent
@@ -37,8 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .algorithm_styles import style
-from .report import figure, number, save_figure, write_csv, write_json
+from ..algorithm_styles import style
+from ..report import figure, number, save_figure, write_csv, write_json
 from .report_statistics import SECOND_DIFFERENCE_SCALE, comparisons, holm_markdown
 from .report_statistics import late_variability as robust_late_variability
 
@@ -177,7 +177,7 @@ class SeedStudy:
 
     def variability(self, algorithm: str, pattern: str, window: int = LATE_WINDOW) -> tuple[float, int]:
         """(value, n) of the robust late-round variability of the n seeds' runs
-        (:func:`verify.report_statistics.late_variability`; NaN and 0 when no run recorded 3
+        (:func:`verify.studies.report_statistics.late_variability`; NaN and 0 when no run recorded 3
         points in the window)."""
         runs = self.runs.get((algorithm, pattern), {})
         return robust_late_variability([runs[s] for s in sorted(runs)], window)
@@ -201,7 +201,7 @@ class SeedStudy:
 
     @classmethod
     def from_result(cls, result) -> "SeedStudy":
-        """The one-seed study of an :class:`verify.experiment.ExperimentResult` (its setting's seed
+        """The one-seed study of an :class:`verify.studies.experiment.ExperimentResult` (its setting's seed
         and rounds); a run that stopped is left out."""
         seed, rounds = int(result.setting.get("seed", 0)), int(result.setting["rounds"])
         study = cls({k: v for k, v in result.setting.items() if k not in SEED_KEYS["setting"]})
@@ -364,7 +364,7 @@ def communication_table(study: SeedStudy, pattern: str, reference: str) -> list[
 def markdown(study: SeedStudy, *, at_rounds=(), pairs=(), reference: str | None = None) -> str:
     """The study's tables, per pattern: losses, paired differences, equal communication; the
     measured resolution; and Holm's correction over every comparison the tables make
-    (:func:`verify.report_statistics.comparisons`), the family whose multiplicity the per-row
+    (:func:`verify.studies.report_statistics.comparisons`), the family whose multiplicity the per-row
     verdicts ignore."""
     lines = [f"seeds {', '.join(str(s) for s in study.seeds)}; intervals are {LEVEL:.0%} Student-t over the seeds; "
              f"a reading is the mean of {READING_WINDOW} recorded points; late variability over the last "
@@ -449,7 +449,7 @@ def plot(study: SeedStudy, path, from_round: int | None = None) -> Path:
 
 def write(study: SeedStudy, folder, *, at_rounds=(), pairs=(), reference: str | None = None) -> list[Path]:
     """seeds.json, seeds.csv, seeds.md and seeds.png in ``folder``, atomically."""
-    from .report import atomic_write
+    from ..report import atomic_write
 
     folder = Path(folder)
     rows = [{"algorithm": a, "pattern": p, "seed": s, "round": int(t), "loss": float(c["loss"][k]),

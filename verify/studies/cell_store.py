@@ -1,8 +1,8 @@
 """Saved cells of a resumable study: each cell's result in ``FOLDER/cells/<key>.json``, ``key``
 the sha256 of the cell's configuration in canonical JSON, written atomically as soon as it is
 computed, so that a stopped study resumes where it stopped and a changed configuration is a new
-cell. The tightness study (``verify.tightness_study``) and the measures study
-(``verify.measures_study``) keep their cells here.
+cell. The tightness study (``verify.studies.tightness_study``) and the measures study
+(``verify.studies.measures_study``) keep their cells here.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from .report import number, write_json
+from ..report import number, write_json
 
 __all__ = ["cell_key", "cell_path", "load_cell", "save_cell"]
 

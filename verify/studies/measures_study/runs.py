@@ -11,7 +11,7 @@ Step sizes: one grid shared by every trace, η_l = s/(K L) for s in ``Design.ste
 
 Each (problem, algorithm, scale) is a cell: all its traces and noise seeds run as one batch of
 the engine (``algorithms.run_batch``) and the per-run measured side (1/T) Σ_{t<T} ‖∇f(x_t)‖² is
-saved as a cell of ``verify.cell_store`` (atomically), so a study resumes where it stopped.
+saved as a cell of ``verify.studies.cell_store`` (atomically), so a study resumes where it stopped.
 A run that stops (non-finite parameters) or whose measured side is not finite counts as diverged.
 
 The skip-empty control (quadratic only): the server does nothing in a round without participants,
@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..report import number
+from ...report import number
 
 __all__ = ["Design", "PROBLEMS", "CNN", "problem", "label_counts", "cell_config", "run_cell",
            "skip_empty_measured"]

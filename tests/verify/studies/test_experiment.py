@@ -8,7 +8,7 @@ import pytest
 
 from tests.algorithms.test_data import write_idx_set
 from tests.verify.test_cli import run_main, run_module
-from verify import experiment
+from verify.studies import experiment
 
 
 @pytest.mark.slow

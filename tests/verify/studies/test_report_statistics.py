@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from verify import report_statistics as rs
+from verify.studies import report_statistics as rs
 
 # ------------------------------------------------------------------------ Holm
 
@@ -169,7 +169,7 @@ def test_power_law_agrees_with_the_bootstrap_on_the_saved_cnn_study():
     import json
     from pathlib import Path
 
-    rows = json.loads((Path(__file__).resolve().parents[2] / "docs" / "reproductions" / "fedsum-delays" /
+    rows = json.loads((Path(__file__).resolve().parents[3] / "docs" / "reproductions" / "fedsum-delays" /
                        "cnn-digits-trains" / "delays.json").read_text())["rows"]
     same = [r for r in rows if r["group"] != "other rate"]
     x, y = np.array([r["tau_max"] for r in same]), np.array([r["measured"] for r in same])

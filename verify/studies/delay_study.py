@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .report import figure, number, save_figure, write_csv, write_json
+from ..report import figure, number, save_figure, write_csv, write_json
 
 #: The lemma that covers each FedSUM variant at arbitrary admissible step sizes.
 LEMMAS = {"fedsum-b": "fedsum.lemma_c6", "fedsum": "fedsum.lemma_d6", "fedsum-cr": "fedsum.lemma_e6"}
@@ -132,7 +132,7 @@ def run(algorithm: str, problem, rounds: int, *, members=None, rate: float = 0.2
     of the ``"given"`` regime."""
     from algorithms import get
 
-    from .checking import check
+    from ..checking import check
 
     if algorithm not in LEMMAS:
         raise ValueError(f"algorithm must be one of {', '.join(LEMMAS)}, got {algorithm!r}")
@@ -144,7 +144,7 @@ def run(algorithm: str, problem, rounds: int, *, members=None, rate: float = 0.2
     members = delay_family(problem.n_clients, rate, rounds, trace_seed) if members is None else members
     traces = [(m, _trace(m, rounds, trace_seed)) for m in members]
     if constants is None:
-        from .constants import estimate_constants
+        from ..constants import estimate_constants
 
         constants = estimate_constants(problem)
     rows = []
@@ -225,12 +225,12 @@ def estimate_seconds(algorithm: str, problem, rounds: int, *, members, seeds, lo
 
     from participation import Trace
 
-    from .checking import check
+    from ..checking import check
 
     n = problem.n_clients
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if constants is None:
-        from .constants import estimate_constants
+        from ..constants import estimate_constants
 
         constants = estimate_constants(problem)
     probe = min(rounds, max(1, RATE_CELLS // n))
@@ -316,7 +316,7 @@ def table(rows: list[dict]) -> str:
 
 
 def slope_table(rows: list[dict], level: float = 0.95) -> list[str]:
-    """Markdown: the power-law exponents (:func:`verify.report_statistics.power_law`) of the
+    """Markdown: the power-law exponents (:func:`verify.studies.report_statistics.power_law`) of the
     measured side, the bound and the bound's τ-terms (its τ_avg term plus its τ_max term)
     against τ_max and 1+τ_avg, over the patterns of about the same rate (fleet subsets
     included), and again without the fleet subsets when there are any, each with its Student-t
@@ -391,7 +391,7 @@ def plot(rows: list[dict], regime: str, path, title: str = "") -> Path:
 
 def write(rows: list[dict], folder, *, setting: dict, title: str = "") -> list[Path]:
     """delays.json, delays.csv, delays.md and one delays-<regime>.png per regime in ``folder``, atomically."""
-    from .report import atomic_write
+    from ..report import atomic_write
 
     folder = Path(folder)
     flat = [{k: v for k, v in r.items() if k != "terms"} for r in rows]

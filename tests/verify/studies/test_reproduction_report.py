@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verify import experiment
+from verify.studies import experiment
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "reproductions"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "reproductions"
 REPORT = DOCS / "fedsum-mnist.md"
 MAIN = DOCS / "fedsum-mnist"
 
@@ -47,7 +47,7 @@ def test_every_run_of_the_report_is_a_saved_run_of_the_command():
 
 
 def test_the_report_states_stability_and_equal_communication_from_the_saved_runs():
-    from verify import seed_study
+    from verify.studies import seed_study
 
     text = REPORT.read_text()
     study = seed_study.SeedStudy.from_result(experiment.load_result(MAIN))
@@ -76,7 +76,7 @@ def _delay_rows(folder):
 @pytest.mark.parametrize("problem", sorted(p.name for p in DELAYS.iterdir() if (p / "delays.json").is_file()))
 def test_the_delay_report_quotes_its_saved_study(problem):
     """delays.md is the table of delays.json, and the report quotes it whole; the figures exist."""
-    from verify import delay_study
+    from verify.studies import delay_study
 
     rows = _delay_rows(DELAYS / problem)
     table = delay_study.table(rows)
@@ -95,7 +95,7 @@ def test_the_delay_report_quotes_its_tau_tables():
 
 def test_the_quadratic_delay_study_reruns_to_the_same_numbers():
     """The first rows of the shipped study, run again from the command's own settings."""
-    from verify import delay_study
+    from verify.studies import delay_study
     from verify.choices import build_problem
 
     import json
@@ -118,7 +118,7 @@ SEEDS = MAIN / "seeds"
 
 
 def _seed_markdown() -> str:
-    from verify import seed_study
+    from verify.studies import seed_study
 
     study = seed_study.collect(SEEDS, eta_l=0.0005, eta_g=20.0)
     return seed_study.markdown(study, at_rounds=(100, 200), pairs=seed_study.default_pairs(study.algorithms),
@@ -128,7 +128,7 @@ def _seed_markdown() -> str:
 def test_the_seed_study_is_its_saved_runs_and_the_report_quotes_it():
     """seeds.md is the study of the saved runs (three seeds of the five algorithms the report's
     conclusions rest on), and the report quotes it whole."""
-    from verify import seed_study
+    from verify.studies import seed_study
 
     study = seed_study.collect(SEEDS, eta_l=0.0005, eta_g=20.0)
     assert study.seeds == [0, 1, 2]
@@ -143,7 +143,7 @@ def test_the_seed_study_is_its_saved_runs_and_the_report_quotes_it():
 def test_the_batch_comparison_pairs_each_batch_128_run_with_its_saved_batch_10_twin():
     """The report's batch-10/batch-128 table: readings of the saved runs of seed 0 under P1, the
     batch-128 runs differing from the seed study's in the mini-batch only."""
-    from verify import seed_study
+    from verify.studies import seed_study
 
     folder = MAIN / "batch-128"
     large = seed_study.SeedStudy.from_result(experiment.load_result(folder))
@@ -172,19 +172,19 @@ def _flat(path: Path) -> str:
 
 
 def _three_seeds():
-    from verify import seed_study
+    from verify.studies import seed_study
 
     return seed_study.collect(SEEDS, eta_l=0.0005, eta_g=20.0)
 
 
 def _seed_zero():
-    from verify import seed_study
+    from verify.studies import seed_study
 
     return seed_study.SeedStudy.from_result(experiment.load_result(MAIN))
 
 
 def _resolution_at_500() -> float:
-    from verify import seed_study
+    from verify.studies import seed_study
 
     study = _three_seeds()
     return seed_study.resolution(study, seed_study.default_pairs(study.algorithms), 500)
@@ -193,7 +193,7 @@ def _resolution_at_500() -> float:
 def _gaps(one, baselines) -> dict:
     """(baseline, pattern) -> the seed-0 final-loss gaps of the baseline above FedSUM and FedSUM-CR
     (the three-point readings of the tables)."""
-    from verify import seed_study
+    from verify.studies import seed_study
 
     final = {key: seed_study.reading(runs[0]) for key, runs in one.runs.items()}
     return {(b, p): [final[(b, p)] - final[(f, p)] for f in ("fedsum", "fedsum-cr")]
@@ -223,7 +223,7 @@ def test_the_seed_zero_lead_over_fedavg_mifa_fedau_is_single_seed_and_about_the_
 
 
 def test_holm_over_the_studys_comparisons_leaves_none_resolved():
-    from verify import report_statistics, seed_study
+    from verify.studies import report_statistics, seed_study
 
     study = _three_seeds()
     pairs = seed_study.default_pairs(study.algorithms)
@@ -286,7 +286,7 @@ def _boundary_change(measure, groups) -> float:
 def test_the_late_variability_is_robust_to_one_boundary_point():
     """The tables' robust measure (at every round the median across seeds, then over rounds)
     against one run's standard deviation about its line, on the saved 500-round runs."""
-    from verify import report_statistics, seed_study
+    from verify.studies import report_statistics, seed_study
 
     study = _three_seeds()
     long = [key for key in study.runs if study.horizon[(*key, 0)] == 500]
@@ -301,7 +301,7 @@ def test_the_late_variability_is_robust_to_one_boundary_point():
                               [list(runs.values()) for runs in one.runs.values()])
     text = _flat(REPORT)
     assert (f"The measure moves by at most a factor of {robust:.2f} when the window gains or loses its boundary point, "
-            f"where a run's standard deviation about its least-squares line (`verify.seed_study.late_variability`) "
+            f"where a run's standard deviation about its least-squares line (`verify.studies.seed_study.late_variability`) "
             f"moves by up to {per_run:.2f} (FedVARP under P2 on seed 2, when round 340 enters the window)") in text
     assert f"on one seed the measure still moves by up to a factor of {single:.2f} when the window gains or loses" in text
 
@@ -314,7 +314,7 @@ def _ratio_span(v, low, high, patterns) -> tuple[float, float]:
 
 
 def test_the_stability_sentences_are_the_robust_measure_of_the_saved_runs():
-    from verify import report_statistics
+    from verify.studies import report_statistics
 
     text = _flat(REPORT)
     one = _seed_zero()
@@ -373,14 +373,14 @@ def _delay_study(problem):
 
 
 def _fit(rows, x, y):
-    from verify import report_statistics
+    from verify.studies import report_statistics
 
     xs = [r["tau_max"] if x == "tau_max" else 1 + r["tau_avg"] for r in rows]
     return report_statistics.power_law(xs, [y(r) for r in rows])
 
 
 def test_the_delay_reports_exponents_carry_their_intervals():
-    from verify.report_statistics import exponent
+    from verify.studies.report_statistics import exponent
 
     text = _flat(DOCS / "fedsum-delays.md")
     _, quadratic = _delay_study("quadratic")
@@ -423,7 +423,7 @@ def test_the_delay_reports_exponents_carry_their_intervals():
 def test_the_cnn_bound_is_flat_by_its_tau_free_drift_term_and_its_tau_terms_grow():
     """The split of Lemma D.6 into τ-free and τ-terms, from bounds.fedsum at the constants the saved
     terms imply; the report's sentence and the README's."""
-    from verify import report_statistics
+    from verify.studies import report_statistics
 
     setting, rows = _delay_study("cnn-digits-trains")
     parts = [report_statistics.lemma_d6_parts(r, setting) for r in rows]

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verify.measures_study import models
-from verify.measures_study.family import members, traces
-from verify.measures_study.runs import Design, skip_empty_measured
+from verify.studies.measures_study import models
+from verify.studies.measures_study.family import members, traces
+from verify.studies.measures_study.runs import Design, skip_empty_measured
 
-SAVED = Path(__file__).resolve().parents[2] / "docs" / "reproductions" / "participation-measures"
+SAVED = Path(__file__).resolve().parents[3] / "docs" / "reproductions" / "participation-measures"
 
 
 def test_every_sampler_gives_traces_of_the_design_at_about_its_rate():
@@ -116,7 +116,7 @@ def test_the_command_takes_only_its_own_options():
 
 
 def _saved():
-    from verify.measures_study import report
+    from verify.studies.measures_study import report
 
     if not (SAVED / "measures.json").is_file():
         pytest.skip("the saved study is not in this tree")
@@ -125,7 +125,7 @@ def _saved():
 
 def test_the_saved_analysis_is_the_analysis_of_the_saved_runs():
     """Re-analysing the saved cells and traces gives the saved comparisons and controls exactly."""
-    from verify.measures_study import analyse
+    from verify.studies.measures_study import analyse
 
     saved = _saved()
     again = analyse(saved["result"])
@@ -141,7 +141,7 @@ def test_the_saved_analysis_is_the_analysis_of_the_saved_runs():
 
 
 def test_the_report_is_the_one_its_saved_data_generates():
-    from verify.measures_study import report
+    from verify.studies.measures_study import report
 
     saved = _saved()
     cnn = report.load(SAVED / "cnn") if (SAVED / "cnn" / "measures.json").is_file() else None
@@ -151,8 +151,8 @@ def test_the_report_is_the_one_its_saved_data_generates():
 
 def test_the_saved_trace_measures_are_those_of_the_regenerated_traces():
     """The traces are regenerated from their samplers and seeds; their measures equal the saved ones."""
-    from verify.measures_study.study import _trace_measures, plan
-    from verify.measures_study.runs import Design
+    from verify.studies.measures_study.study import _trace_measures, plan
+    from verify.studies.measures_study.runs import Design
 
     saved = _saved()
     design = Design(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["result"]["design"].items()})
@@ -166,9 +166,9 @@ def test_the_saved_trace_measures_are_those_of_the_regenerated_traces():
 def test_rerunning_saved_cells_gives_the_saved_numbers():
     """Two saved cells of the study (the quadratic with its skip-empty control, and a logistic one)
     recomputed from scratch equal the saved numbers."""
-    from verify.cell_store import cell_key, load_cell
-    from verify.measures_study.runs import Design, problem, run_cell
-    from verify.measures_study.study import plan
+    from verify.studies.cell_store import cell_key, load_cell
+    from verify.studies.measures_study.runs import Design, problem, run_cell
+    from verify.studies.measures_study.study import plan
 
     saved = _saved()
     design = Design(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["result"]["design"].items()})
@@ -190,7 +190,7 @@ def test_rerunning_saved_cells_gives_the_saved_numbers():
 def test_worst_case_ranks_follow_a_measure_that_orders_the_worst_cases():
     """Rows of one equal-τ group whose worst cases rise with the longest empty run: ρ = 1 for it."""
     from participation.measures import longest_empty_run
-    from verify.measures_study.study import _sets_mask, worst_case_ranks
+    from verify.studies.measures_study.study import _sets_mask, worst_case_ranks
 
     traces = ["0 1 01 0 1 01", "0 - 1 0 1 01", "01 - - 0 1 0", "0 - - - 1 01"]
     runs = [longest_empty_run(_sets_mask(t, 2)) for t in traces]
@@ -204,7 +204,7 @@ def test_worst_case_ranks_follow_a_measure_that_orders_the_worst_cases():
 
 def test_the_readme_quotes_the_saved_findings():
     """The README's sentence on the study, recomputed from the saved analysis."""
-    from verify.measures_study.report import model_summary
+    from verify.studies.measures_study.report import model_summary
 
     saved = _saved()
     readme = " ".join((SAVED.parents[2] / "README.md").read_text(encoding="utf-8").split())
@@ -222,7 +222,7 @@ def test_the_readme_quotes_the_saved_findings():
 
 
 def test_the_readme_quotes_the_saved_cnn_findings():
-    from verify.measures_study import report
+    from verify.studies.measures_study import report
 
     if not (SAVED / "cnn" / "measures.json").is_file():
         pytest.skip("the saved CNN study is not in this tree")

@@ -8,7 +8,7 @@ exponents with intervals.
   p̃_(i) = min{1, max_{j ≤ i} (m − j + 1) p_(j)}; rejecting every hypothesis with p̃ ≤ α keeps
   the probability of any false rejection at most α whatever the dependence between the tests.
 * :func:`paired_p_value` — the two-sided one-sample t-test of mean 0 on paired differences,
-  the test that matches :func:`verify.seed_study.interval` (its interval excludes 0 exactly
+  the test that matches :func:`verify.studies.seed_study.interval` (its interval excludes 0 exactly
   when p < 1 − level).
 * :func:`late_variability` — the robust scale of the second differences of the recorded
   losses in the late window, at every round across seeds, then over rounds.
@@ -71,7 +71,7 @@ def paired_p_value(differences) -> float:
 
 
 def comparisons(study, pairs, at_rounds=(), reference: str | None = None) -> list[dict]:
-    """The family of comparisons a seed study's tables make (:func:`verify.seed_study.markdown`):
+    """The family of comparisons a seed study's tables make (:func:`verify.studies.seed_study.markdown`):
     every row of its paired-difference tables (each pair at each of ``at_rounds`` both reached
     and at the last round both reached) and every row of its equal-communication tables (each
     algorithm against ``reference`` at ``reference``'s final number of models sent). Each is a

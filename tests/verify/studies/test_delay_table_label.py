@@ -1,5 +1,5 @@
 """The delay study's table says what its limits are: two one-sided 95% limits, a 90% interval."""
-from verify.delay_study import table
+from verify.studies.delay_study import table
 
 
 def test_the_delay_table_labels_its_limits_as_a_90_percent_interval():
