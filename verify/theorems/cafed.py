@@ -67,8 +67,7 @@ __all__ = ["THEOREMS", "WEIGHTS", "local_iterate_norms"]
 COVERS = ("cafed-unbiased", "cafed")
 #: The ``weights`` option of ``cafed-unbiased``: q = α ("target") or q = α/π ("unbiased").
 WEIGHTS = ("target", "unbiased")
-_DEFAULT_WEIGHTS = {"theorem_1": "target", "theorem_1_bias": "target", "theorem_3": "target",
-                    "theorem_2": "unbiased"}
+
 
 
 # ------------------------------------------------------------------------------ the problem's side
@@ -327,13 +326,14 @@ class _Context:
         return True if _pooled_q(histories)[1] else "its weights changed along the runs; the theorem is for one fixed q"
 
 
-def _context(setup: Setup, which: str) -> _Context:
+def _context(setup: Setup, name: str, *, strong: bool = True, default_weights: str = "target") -> _Context:
+    """What every CA-Fed plan reads: α, π, λ, μ (``strong``: a bound in κ = L/μ), the step sizes
+    (12) and the algorithm, ``cafed-unbiased`` at ``default_weights`` unless ``weights=`` is given."""
     import algorithms
 
-    name = f"cafed.{which}"
     if setup.algorithm not in COVERS and setup.given is None:
         raise ValueError(f"{name} is checked on {', '.join(COVERS)} (FedAvg with weights q), not {setup.algorithm}")
-    pi, lam, mu = _require(setup, name, strong=which != "theorem_2")
+    pi, lam, mu = _require(setup, name, strong=strong)
     n, E, L = setup.n_clients, setup.local_steps, setup.constants.L
     notes = []
     if setup.recorded is not None:
@@ -365,7 +365,7 @@ def _context(setup: Setup, which: str) -> _Context:
         algorithm, eta_1, weights = setup.given, setup.given.eta_l, None
     else:
         if setup.algorithm == "cafed-unbiased":
-            weights = weights or _DEFAULT_WEIGHTS[which]
+            weights = weights or default_weights
         else:
             weights = None
         oracle = (tuple(pi), tuple(lam)) if weights != "target" else ((1.0,) * n, (0.0,) * n)
@@ -417,7 +417,7 @@ def _local_condition(histories, radius: float, local: float) -> Condition:
 
 # ------------------------------------------------------------------------------ Thm 2, eq. (13)
 def _optimisation_plan(setup: Setup) -> Plan:
-    ctx = _context(setup, "theorem_2")
+    ctx = _context(setup, "cafed.theorem_2", strong=False, default_weights="unbiased")
     traces, note = setup.unit_traces("participation")
 
     def measure(history, problem):
@@ -477,7 +477,7 @@ def _decomposition_plan(setup: Setup, *, factor: float = 2.0, bias: bool = True)
     """CA-Fed Thm 1, eq. (10) at w = w̄_T: per run F(w̄_T) − F* − c(F_B(w̄_T) − F_B*) against c·ε_bias,
     c = ``factor``·κ² (2κ² in (10)); ``bias=False`` drops ε_bias from the right side. The keywords
     state (10)'s constants in one place; the theorem is ``factor=2, bias=True``."""
-    ctx = _context(setup, "theorem_1")
+    ctx = _context(setup, "cafed.theorem_1")
     traces, note = setup.unit_traces("participation")
     c = factor * ctx.kappa2
 
@@ -525,10 +525,10 @@ def _vector(x) -> str:
 
 
 # ------------------------------------------------------------------------------ eqs. (11) and (15)
-def _bias_plan(setup: Setup, which: str) -> Plan:
-    """ε_bias = F(w_B*) − F* against (11) (``theorem_1_bias``) or (15) (``theorem_3``). Without a
+def _bias_plan(setup: Setup, name: str, *, tv: bool) -> Plan:
+    """ε_bias = F(w_B*) − F* against (11) (κ² χ²(α‖p) Γ) or, with ``tv``, (15) (4κ² d_TV²(α, p) Γ'). Without a
     run when q is known; else the runs give q (it must stay fixed)."""
-    ctx = _context(setup, which)
+    ctx = _context(setup, name)
     known = ctx.known_q()
 
     def inputs(histories) -> dict:
@@ -538,9 +538,8 @@ def _bias_plan(setup: Setup, which: str) -> Plan:
     def bound(histories):
         v = inputs(histories)
         if ctx.recorded:
-            v["gamma" if which != "theorem_3" else "gamma_prime"] = ctx.objectives.constant(
-                "Gamma" if which != "theorem_3" else "Gamma_prime")
-        if which == "theorem_3":
+            v["gamma_prime" if tv else "gamma"] = ctx.objectives.constant("Gamma_prime" if tv else "Gamma")
+        if tv:
             return bc.theorem_3(ctx.alpha, v["q"], ctx.pi, setup.constants, mu=ctx.mu, Gamma_prime=v["gamma_prime"])
         return bc.theorem_1(ctx.alpha, v["q"], ctx.pi, setup.constants, mu=ctx.mu, Gamma=v["gamma"])
 
@@ -660,12 +659,12 @@ THEOREMS = {
         summary="CA-Fed Thm 1, eq. (10): F(w) − F* ≤ 2κ²(F_B(w) − F_B* + ε_bias) at the runs' w̄_T",
         example=f"{_CHAIN} --set Gamma=1 --set eps_opt=0.01"),
     "cafed.theorem_1_bias": _theorem(
-        "theorem_1_bias", bc.theorem_1, lambda setup: _bias_plan(setup, "theorem_1_bias"), _BIAS, _BIAS_LATEX,
+        "theorem_1_bias", bc.theorem_1, lambda setup: _bias_plan(setup, "cafed.theorem_1_bias", tv=False), _BIAS, _BIAS_LATEX,
         "noise", {**_STRONG, **_GAMMA},
         summary="CA-Fed Thm 1, eq. (11): the bias ε_bias ≤ κ² χ²(α‖p) Γ, no run needed",
         example=f"{_CHAIN} --set Gamma=1", assumptions=_BIAS_ASSUME, reads=("weights",)),
     "cafed.theorem_3": _theorem(
-        "theorem_3", bc.theorem_3, lambda setup: _bias_plan(setup, "theorem_3"), _BIAS, _BIAS_LATEX,
+        "theorem_3", bc.theorem_3, lambda setup: _bias_plan(setup, "cafed.theorem_3", tv=True), _BIAS, _BIAS_LATEX,
         "noise", {**_STRONG, **_GAMMA_PRIME},
         summary="CA-Fed Thm 3, eq. (15): the bias ε_bias ≤ 4κ² d_TV²(α, p) Γ', no run needed",
         example=f"{_CHAIN} --set Gamma_prime=1", assumptions=_BIAS_ASSUME, reads=("weights",)),
