@@ -259,7 +259,7 @@ def test_kkt_raises_instead_of_returning_off_the_constraint(monkeypatch):
         out = exact(*args)
         return None if out is None else (out[0], out[1], out[2] * (1 + 1e-6), out[3])
 
-    monkeypatch.setattr(cafed, "_kkt_candidate", off)
+    monkeypatch.setattr(cafed.weights, "_kkt_candidate", off)
     with pytest.raises(ValueError, match=r"\|\|q\|\|_1 = Q"):
         cafed.optimal_weights(problem_212(5.0))
 

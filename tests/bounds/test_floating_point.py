@@ -186,14 +186,14 @@ def test_cafed_theorem_2_closed_form_sums_match_the_arrays():
     pi, lam = np.array([0.1, 0.9, 0.5]), np.array([0.9, 0.01, -0.3])
     kw = dict(eta=0.02, chains=(pi, lam), Gamma=0.5, D=1.0, H=1.5, diam=2.0)
     c = Constants(L=2.0, sigma2=1.0, delta_f=0.0, local_steps=2, rounds=3000)
-    limit = cafed.DENSE_ROUNDS
+    limit = cafed.step_sums.DENSE_ROUNDS
     for horizon, decay in (("infinite", 1.0), ("infinite", 0.6), ("finite", 1.0), ("finite", 0.0)):
         dense = cafed.theorem_2(np.full(3, 1 / 3), c, horizon=horizon, decay=decay, **kw)
         try:
-            cafed.DENSE_ROUNDS = 10
+            cafed.step_sums.DENSE_ROUNDS = 10
             closed = cafed.theorem_2(np.full(3, 1 / 3), c, horizon=horizon, decay=decay, **kw)
         finally:
-            cafed.DENSE_ROUNDS = limit
+            cafed.step_sums.DENSE_ROUNDS = limit
         for symbol, value in dense.values.items():
             assert closed.values[symbol] == pytest.approx(value, rel=1e-12), (horizon, decay, symbol)
         assert closed.value == pytest.approx(dense.value, rel=1e-12)
