@@ -83,7 +83,7 @@ class _Schedule:
 
 
 def _square(x: float) -> float:
-    """x² as ``x**2`` (bit for bit as before), inf where that overflows."""
+    """x² as ``x**2``, inf where that overflows."""
     try:
         return x**2
     except OverflowError:
@@ -144,7 +144,7 @@ def _step_sums(eta: _Schedule, T: int, mix: Mixing, H: float, horizon: str) -> _
     """The sums over rounds of Theorem 2.
 
     Up to DENSE_ROUNDS rounds (or for an explicit step-size array) every sum is taken over
-    the (T,) array of rounds, as always. Above, with η_t = η_1 t^(−a): S_T = η_1 Σ t^(−a),
+    the (T,) array of rounds. Above, with η_t = η_1 t^(−a): S_T = η_1 Σ t^(−a),
     Σ η_t² = η_1² Σ t^(−2a) and Σ 1/t² are Hurwitz zeta differences (:func:`bounds.core.power_sum`),
     the steps are non-increasing (a ≥ 0), and the finite-horizon Φ and 𝒥-sum are summed in chunks
     of 2^20 rounds, refused above FINITE_ROUNDS_MAX rounds (ValueError naming the cost)."""
