@@ -284,10 +284,10 @@ def _prepare(algorithm, problem, trace_or_pattern, theorem="fedsum.theorem_4_1",
         traces = _count(traces, "traces")
     given = algorithm if isinstance(algorithm, Algorithm) and step_sizes == "given" else None
     setup = Setup(problem=problem, algorithm=builder.name, hparams={**builder.hparams, **options}, given=given,
-                  constants=consts, trace=trace, pattern=pattern, seeds=seeds, trace_seed=trace_seed, build=builder.build,
+                  constants=consts, trace=trace, pattern=pattern, seeds=seeds, trace_seed=trace_seed,
                   step_mode=step_sizes, given_steps=builder.given, n_traces=traces, confidence=float(confidence))
     return theorem, setup, dict(confidence=confidence, const_info=const_info, notes=notes, on_run=on_run,
-                                worst_case=worst_case), device
+                                worst_case=worst_case, build=builder.build), device
 
 
 def _constants(problem, constants, N: int, K: int, T: int) -> tuple[Constants, dict, list[str]]:

@@ -10,8 +10,11 @@ it gives no confidence interval, so its verdict is "inconclusive" unless the run
 (σ² = 0, then the record is its own expectation).
 
 A bound conditional on {S_t} (FedSUM Thm 4.1, Lemmas C.6–E.6) needs every record to follow the
-same trace; a bound in full expectation (Cor 4.1) takes E[τ_max], E[τ_avg] as the records' mean
-(a Monte-Carlo estimate over the records' traces, said in the notes).
+same trace; a bound in full expectation (Cor 4.1) takes E[τ_max], E[τ_avg] of the header's
+availability model, else as the records' mean (a Monte-Carlo estimate over the records' traces,
+said in the notes). A delay bound is judged by the plan and the judge of ``check``: its plan
+(``verify.theorems.delay.delay_plan``) on the records' Setup (their traces, the step sizes each
+states, the header's availability model) and ``runner.judge_recorded``.
 
 Theorems with a plan of their own (Server momentum, CA-Fed, LOGIT) are judged by that plan on
 the recorded runs (``verify.theorems.from_records``): the record's step sizes, hyper-parameters,
@@ -39,19 +42,16 @@ import numpy as np
 
 from algorithms import History
 from bounds.core import Constants
-from bounds.fedsum import ALGORITHMS as FEDSUM_ALGORITHMS
-from participation.delays import delay_metrics
 
 from .checking import resolve_bound, resolve_theorem
 from .record_consistency import check_constants
 from .records import RunRecord, _finite, load_record
-from .theorems.delay import evaluate as _evaluate
-from .theorems.delay import lemma_conditions, prescribed_steps, uncovered_note
+from .theorems.contract import Setup
+from .theorems.delay import delay_plan
+from .theorems.delay import evaluate
 from .theorems.from_records import require_F0
-from .theorems.measures import measured_value
-from .theorems.runner import (attach_worst_case, known_constants, require_number, worst_case_column,
-                              worst_case_mode, worst_case_refusal)
-from .verdicts import CheckResult, WorstCaseColumn, judge, noise_free, rounding_tolerance
+from .theorems.runner import judge_recorded, worst_case_column, worst_case_mode, worst_case_refusal
+from .verdicts import CheckResult, WorstCaseColumn
 
 __all__ = ["check_run", "history_of"]
 
@@ -199,138 +199,50 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
     consts, const_info = _constants(first, constants)
     for r in records:
         check_constants(r, _given(r, constants))
-    pattern = None
-    if "pattern" in spec.params and inspect.signature(spec.function).parameters["pattern"].default is inspect.Parameter.empty:
-        from .theorems.from_records import availability_pattern, missing
+    setup = _delay_setup(records, theorem, spec, consts, float(confidence))
+    plan = delay_plan(theorem, setup)
+    if "F0" not in const_info:           # never taken as 0: refused when the bound depends on it
+        other = dataclasses.replace(consts, F0=1.0)
+        require_F0(theorem.name, evaluate(spec, constants=consts, **plan.bound_inputs),
+                   lambda: evaluate(spec, constants=other, **plan.bound_inputs),
+                   what=" (F_0 = (1/N) Σ_i ‖∇f_i(x⁰)‖², FedSUM Thm 4.1)")
+    for r in records:
+        missing = np.flatnonzero(np.isnan(r.metrics.get("grad_norm2", np.full(r.n_rounds, np.nan))))
+        if missing.size:
+            raise ValueError(f"{Path(r.path).name if r.path else 'a record'}: {theorem.lhs} is undefined for this record "
+                             f"(grad_norm2 is missing at round {int(missing[0])}); the left side needs every round's value")
+    notes = [] if setup.given_steps else ["the record gives no step sizes: the hypotheses on them are not checked"]
+    return judge_recorded(theorem, setup, plan, [history_of(r) for r in records], confidence=float(confidence),
+                          const_info=const_info, notes=notes, column=lambda result: _record_worst_case(
+                              records, theorem.name, spec.expectation, consts, setup.given_steps, worst_case, result))
 
+
+def _delay_setup(records: list[RunRecord], theorem, spec, consts: Constants, confidence: float) -> Setup:
+    """The delay plan's Setup for ``records``: their traces and names, the step sizes each states
+    (the first's as ``given_steps``, judged as given), the header's availability model as the
+    pattern where the bound reads E[τ] or a pattern, and no problem or algorithm to run."""
+    from .theorems.from_records import availability_pattern, missing
+
+    first = records[0]
+    pattern = None
+    needs_pattern = ("pattern" in spec.params and inspect.signature(spec.function).parameters["pattern"].default
+                     is inspect.Parameter.empty)
+    if spec.expectation or needs_pattern:
         pattern, _ = availability_pattern(first, theorem.name)
-        if pattern is None:
+        if pattern is None and needs_pattern:
             raise missing(first, "availability", theorem.name)
     steps = dict(first.header.get("step_sizes") or {})
     if spec.needs_steps and not {"eta_g", "eta_l"} <= set(steps):
         absent = sorted({"eta_g", "eta_l"} - set(steps))
         raise ValueError(f"{Path(first.path).name if first.path else 'the record'} has no step_sizes.{absent[0]}, which "
                          f"{theorem.name} needs: its bound is written in the step sizes η_g, η_l")
-    algorithm = first.header.get("algorithm") or "unknown"
-    notes = []
-    metrics = [delay_metrics(r.trace) for r in records]          # τ once per record's trace
-    fedsum_name = algorithm if algorithm in FEDSUM_ALGORITHMS else None
-    bound_range = None
-    if spec.expectation:
-        from .theorems.delay import expected_delays
-        from .theorems.from_records import availability_pattern
-
-        model = pattern if pattern is not None else availability_pattern(first, theorem.name)[0]
-        if model is not None:           # the header's participation model: E[τ] as check takes it
-            e_max, e_avg, ranges, how = expected_delays(model, first.n_rounds, 0, float(confidence))
-            notes.append(f"E[τ_max], E[τ_avg] of the records' availability model: {how}")
-        else:
-            e_max = float(np.mean([m.tau_max for m in metrics]))
-            e_avg = float(np.mean([m.tau_avg for m in metrics]))
-            ranges = None
-            notes.append(f"E[τ_max], E[τ_avg]: the mean over the {len(records)} records' traces (no availability "
-                         "model in the header): an estimate without its uncertainty unless many records are given")
-        bound = _evaluate(spec, constants=consts, expected_tau_max=e_max, expected_tau_avg=e_avg, pattern=pattern,
-                          algorithm=fedsum_name)
-        if ranges is not None:
-            ends = [_evaluate(spec, constants=consts, expected_tau_max=a, expected_tau_avg=b, pattern=pattern,
-                              algorithm=fedsum_name).value for a, b in ((ranges[0][0], ranges[1][0]),
-                                                                         (ranges[0][1], ranges[1][1]))]
-            bound_range = (float(min(ends)), float(max(ends)))
-        tau = (e_max, e_avg)
-    else:
-        if any(not np.array_equal(r.mask, first.mask) for r in records[1:]):
-            raise ValueError(f"{theorem.name} is conditional on the participation: the records follow different traces "
-                             "(judge them one trace at a time, or use a bound in full expectation such as corollary_4_1)")
-        m = metrics[0]
-        tau = (float(m.tau_max), float(m.tau_avg))
-        bound = _evaluate(spec, constants=consts, tau_max=m.tau_max, tau_avg=m.tau_avg, eta_g=steps.get("eta_g"),
-                          eta_l=steps.get("eta_l"), algorithm=fedsum_name)
-    if "F0" not in const_info:           # never taken as 0: refused when the bound depends on it
-        other = dataclasses.replace(consts, F0=1.0)
-        require_F0(theorem.name, bound, lambda: (
-            _evaluate(spec, constants=other, expected_tau_max=tau[0], expected_tau_avg=tau[1], pattern=pattern,
-                      algorithm=fedsum_name)
-            if spec.expectation else
-            _evaluate(spec, constants=other, tau_max=tau[0], tau_avg=tau[1], eta_g=steps.get("eta_g"),
-                      eta_l=steps.get("eta_l"), algorithm=fedsum_name)),
-            what=" (F_0 = (1/N) Σ_i ‖∇f_i(x⁰)‖², FedSUM Thm 4.1)")
-    conditions = list(bound.conditions)
-    steps_outside = None
-    if {"eta_g", "eta_l"} <= set(steps) and not spec.needs_steps:
-        # each record at its own step sizes and trace; the first whose hypotheses fail, else the first's
-        own = [dict(r.header.get("step_sizes") or {}) for r in records]
-        lemmas = [lemma_conditions(algorithm, consts, s if {"eta_g", "eta_l"} <= set(s) else steps, m.tau_max, m.tau_avg)
-                  for s, m in zip(own, metrics)]
-        lemma = next((c for c in lemmas if not all(x.holds for x in c)), lemmas[0])
-        if lemma:
-            conditions = list(lemma)
-        if not spec.expectation:
-            own, prescribes = prescribed_steps(spec, consts, metrics[0].tau_max, metrics[0].tau_avg, algorithm,
-                                               theorem.prescribes_steps)
-            if prescribes and not all(math.isclose(float(own[k]), float(steps[k]), rel_tol=1e-9) for k in ("eta_g", "eta_l")):
-                steps_outside = (f"recorded η_g={float(steps['eta_g']):.4g}, η_l={float(steps['eta_l']):.4g}; "
-                                 f"{theorem.name} prescribes η_g={own['eta_g']:.4g}, η_l={own['eta_l']:.4g} and its "
-                                 "value assumes those")
-                notes.append(f"step sizes outside {theorem.name}'s: {steps_outside}")
-        elif theorem.prescribes_steps:       # Thm 4.1's step sizes for each realised trace (Cor 4.1's oracle)
-            for r, m in zip(records, metrics):
-                mine = r.header.get("step_sizes") or {}
-                own, _ = prescribed_steps(spec, consts, m.tau_max, m.tau_avg, algorithm, True)
-                if {"eta_g", "eta_l"} <= set(mine) and not all(
-                        math.isclose(float(own[k]), float(mine[k]), rel_tol=1e-9) for k in ("eta_g", "eta_l")):
-                    steps_outside = (f"{Path(r.path).name if r.path else 'a record'}: recorded "
-                                     f"η_g={float(mine['eta_g']):.4g}, η_l={float(mine['eta_l']):.4g}; {theorem.name} "
-                                     f"takes Thm 4.1's for each realised trace, here η_g={own['eta_g']:.4g}, "
-                                     f"η_l={own['eta_l']:.4g}, and its value assumes those")
-                    notes.append(f"step sizes outside {theorem.name}'s: {steps_outside}")
-                    break
-    elif not steps:
-        notes.append("the record gives no step sizes: the hypotheses on them are not checked")
-    histories = [history_of(r) for r in records]
-    values = []
-    for r, h in zip(records, histories):
-        name = Path(r.path).name if r.path else "a record"
-        grad2 = r.metrics.get("grad_norm2", np.full(r.n_rounds, np.nan))
-        missing = np.flatnonzero(np.isnan(grad2))
-        if missing.size:
-            raise ValueError(f"{name}: {theorem.lhs} is undefined for this record (grad_norm2 is missing at round "
-                             f"{int(missing[0])}); the left side needs every round's value")
-        with np.errstate(over="ignore", invalid="ignore"):
-            value = measured_value(theorem.measure(h, None), theorem.name, name)
-        if math.isnan(value):          # a record holds finite numbers only: NaN is the measure's, not a divergence
-            raise ValueError(f"the left side of {theorem.name} measured NaN on {name}: the theorem's measure returned NaN "
-                             "(a measure must give a number for every record)")
-        values.append(value)
-    stopped = [f"{Path(r.path).name if r.path else f'record {i}'}: diverged" for i, (r, v) in enumerate(zip(records, values))
-               if not math.isfinite(v)]
-    require_number(bound, theorem.name)
-    exact = noise_free(consts.sigma2, "participation" if spec.expectation else "noise", None)
-    atol = rounding_tolerance(consts)
-    decision = judge(values, bound_range or float(bound.value), confidence=confidence, noise_free=exact, atol=atol,
-                     nonnegative=theorem.nonnegative)
-    notes += list(decision.notes)
-    if len(values) == 1 and not exact:
-        notes.append("one record is one sample: record the same setting with other seeds and judge them together")
-    if not all(c.holds for c in conditions):
-        notes.append("a hypothesis of the bound fails at the recorded step sizes: the verdict does not test the theorem")
-    covered = theorem.covered(algorithm)
-    if covered is False:
-        notes.append(uncovered_note(theorem, algorithm))
-    mean, lower, upper, outcome = decision.measured, decision.lower, decision.upper, decision.verdict
-    result = CheckResult(
-        verdict=outcome, measured=mean, lower=lower, upper=upper, confidence=float(confidence), values=tuple(values),
-        seeds=tuple(int(i if r.header.get("seed") is None else r.header["seed"]) for i, r in enumerate(records)),
-        bound=bound, bound_name=theorem.name,
-        algorithm=algorithm, hparams={}, step_sizes={k: float(v) for k, v in steps.items()},
-        conditions=tuple(conditions), tau_max=tau[0], tau_avg=tau[1], n_clients=first.n_clients,
-        rounds=first.n_rounds, local_steps=consts.local_steps, expectation=spec.expectation, constants=const_info,
-        stopped=tuple(stopped), notes=tuple(notes), atol=atol,
-        per_trace_tau=tuple((int(m.tau_max), float(m.tau_avg)) for m in metrics), first_run=histories[0],
-        covered=covered, lhs=theorem.lhs, diverged=decision.diverged, steps_outside=steps_outside,
-        fixed_trace=spec.expectation and len(records) == 1, bound_range=bound_range)
-    column = _record_worst_case(records, theorem.name, spec.expectation, consts, steps, worst_case, result)
-    return attach_worst_case(result, column, lambda: known_constants(None, histories))
+    return Setup(problem=None, algorithm=first.header.get("algorithm") or "unknown", hparams={}, given=None,
+                 constants=consts, trace=first.trace, pattern=pattern,
+                 seeds=tuple(int(i if r.header.get("seed") is None else r.header["seed"]) for i, r in enumerate(records)),
+                 step_mode="given", given_steps=steps, confidence=confidence,
+                 recorded=tuple(r.trace for r in records),
+                 recorded_steps=tuple(dict(r.header.get("step_sizes") or {}) for r in records),
+                 recorded_names=tuple(Path(r.path).name if r.path else None for r in records))
 
 
 def _record_algorithm(record: RunRecord, steps: dict):

@@ -27,9 +27,9 @@ def test_fedsum_names_are_read_from_bounds_fedsum():
     literal = re.compile(r"""\(\s*["']fedsum-b["']\s*,\s*["']fedsum["']\s*,\s*["']fedsum-cr["']\s*\)""")
     written = [p.name for p in JUDGING if literal.search(_code(p))]
     assert not written, f"the FedSUM variants are written out in {written}: read bounds.fedsum.ALGORITHMS"
-    from verify import record_checks
+    from verify.theorems import delay
 
-    assert record_checks.FEDSUM_ALGORITHMS is bounds.fedsum.ALGORITHMS
+    assert delay.fedsum.ALGORITHMS is bounds.fedsum.ALGORITHMS
 
 
 def test_the_note_that_tests_no_theorem_is_written_once():
@@ -42,10 +42,11 @@ def test_the_note_that_tests_no_theorem_is_written_once():
 @pytest.fixture
 def delay_calls(monkeypatch):
     """Counts ``delay_metrics`` calls per trace (by its mask) in every module of ``verify`` that
-    holds it (record checks, the delay plan, the judge, whichever imports it)."""
+    holds it (the delay plan, the judge, whichever imports it)."""
     import sys
 
-    import verify.record_checks
+    import verify.record_checks  # noqa: F401
+    import verify.theorems.delay
     import verify.theorems.runner  # noqa: F401
     from participation.delays import delay_metrics
 
@@ -58,7 +59,7 @@ def delay_calls(monkeypatch):
 
     holders = [m for name, m in list(sys.modules.items())
                if name.split(".")[0] in ("verify", "participation") and getattr(m, "delay_metrics", None) is delay_metrics]
-    assert verify.record_checks in holders
+    assert verify.theorems.delay in holders
     for module in holders:
         monkeypatch.setattr(module, "delay_metrics", counted)
     return calls
@@ -110,13 +111,13 @@ def test_the_F0_probe_evaluates_the_bound_as_the_bound_itself_is_evaluated(tmp_p
                                  algorithm="fedsum-b", local_steps=2, step_sizes={"eta_l": 0.05, "eta_g": 1.0},
                                  seed=seed) for seed in (0, 1)]
     calls = []
-    original = record_checks._evaluate
+    original = record_checks.evaluate
 
     def recording(spec, **kwargs):
         calls.append({k: v for k, v in kwargs.items() if k != "constants"})
         return original(spec, **kwargs)
 
-    monkeypatch.setattr(record_checks, "_evaluate", recording)
+    monkeypatch.setattr(record_checks, "evaluate", recording)
     with pytest.raises(ValueError, match="F0"):
         check_run(paths, "fedsum.corollary_4_1", constants={"L": 1.0, "sigma2": 0.25, "delta_f": 5.0})
     assert len(calls) >= 2 and calls[-1] == calls[0] and calls[0].get("algorithm") == "fedsum-b"

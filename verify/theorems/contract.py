@@ -84,8 +84,6 @@ class Setup:
     pattern: object | None
     seeds: tuple[int, ...]
     trace_seed: int = 0
-    #: ``build(eta_g, eta_l) -> Algorithm``: the algorithm at given step sizes (delay bounds).
-    build: Callable | None = None
     #: Which step sizes a delay bound runs at: "theorem", "given" (``given_steps``) or "admissible".
     step_mode: str = "theorem"
     given_steps: Mapping | None = None
@@ -95,6 +93,12 @@ class Setup:
     #: The traces of recorded runs (``verify.check_run``): the plan is judged on these runs, one
     #: per trace, and ``problem`` is None (the records carry what the left side needs).
     recorded: tuple | None = None
+    #: The step sizes each recorded run states (its header's ``step_sizes``, possibly incomplete),
+    #: one per ``recorded`` trace, for a delay bound judged on records (``given_steps`` is the first's).
+    recorded_steps: tuple | None = None
+    #: The recorded runs' names (their files), one per ``recorded`` trace: the judge's messages name
+    #: the records (a delay bound's records; a plan's records are named by their seeds).
+    recorded_names: tuple | None = None
 
     @property
     def n_clients(self) -> int:
@@ -175,6 +179,16 @@ class Plan:
     #: start instead, where the runs cannot have inflated them. Where the runs are "violated"
     #: against it, the judge never lets the run-estimated constants turn that into "holds".
     start_bound: Callable | None = None
+    #: True when one trace stands for an expectation over the participation (the ``‡`` mark); None:
+    #: the judge's rule (a bound over the participation judged without a pattern to draw from).
+    fixed_trace: bool | None = None
+    #: The keywords a delay bound is evaluated at besides ``constants`` (``verify.theorems.delay``),
+    #: so that it can be evaluated again at other constants (a record without F_0).
+    bound_inputs: dict | None = None
+    #: The step sizes ({"eta_g", "eta_l"}) to run on each of ``traces`` when the plan leaves
+    #: ``algorithm`` None for its caller to build (a delay bound: ``verify.theorems.runner`` builds
+    #: the algorithm asked for at each).
+    trace_steps: list | None = None
 
 
 @dataclass(frozen=True)

@@ -187,13 +187,22 @@ def expected_delays(pattern, rounds: int, seed, confidence: float) -> tuple[floa
         return mc.tau_max.mean, mc.tau_avg.mean, ranges, how
 
 
+def _has_steps(steps) -> bool:
+    return steps is not None and {"eta_g", "eta_l"} <= set(steps)
+
+
 def delay_plan(theorem: Theorem, setup: Setup) -> Plan:
-    """The :class:`Plan` of a delay bound (see the module docstring)."""
+    """The :class:`Plan` of a delay bound (see the module docstring). On recorded runs
+    (``setup.recorded``, ``verify.check_run``): the records' traces at the step sizes each states
+    (``setup.recorded_steps``, marked ``†`` where the theorem prescribes others), E[τ_max],
+    E[τ_avg] of the header's availability model (``setup.pattern``) or else the mean over the
+    records' traces, and no algorithm to build."""
     spec = bound_spec(theorem)
     consts, T, name = setup.constants, setup.rounds, setup.algorithm
     mode = setup.step_mode
     if mode not in STEP_MODES:
         raise ValueError(f"step_sizes must be one of {', '.join(STEP_MODES)}, got {mode!r}")
+    recorded = setup.recorded is not None
     fedsum_name = name if name in fedsum.ALGORITHMS else None
     notes: list[str] = []
     extras: dict = {}
@@ -204,21 +213,33 @@ def delay_plan(theorem: Theorem, setup: Setup) -> Plan:
                              "use a bound in full expectation")
         traces, note = setup.unit_traces("noise")
         notes += [note] if note else []
+        if any(not np.array_equal(t.mask, traces[0].mask) for t in traces[1:]):
+            raise ValueError(f"{theorem.name} is conditional on the participation: the records follow different traces "
+                             "(judge them one trace at a time, or use a bound in full expectation such as corollary_4_1)")
+    elif recorded:
+        traces = list(setup.recorded)
     elif setup.pattern is None:
         traces = [setup.trace]
     else:
         k = len(setup.seeds) if setup.n_traces is None else setup.n_traces
         traces = [Trace(m) for m in setup.pattern.sample_batch(T, k, seed=setup.trace_seed)]
+    if spec.expectation and setup.pattern is not None:
         e_max, e_avg, ranges, how = expected_delays(setup.pattern, T, setup.trace_seed, setup.confidence)
     metrics = [delay_metrics(tr) for tr in traces]          # once per trace: the plan keeps them (plan_delays)
-    if spec.expectation and setup.pattern is None:
+    if spec.expectation and setup.pattern is None and recorded:      # a Monte-Carlo estimate over the records
+        e_max = float(np.mean([m.tau_max for m in metrics]))
+        e_avg = float(np.mean([m.tau_avg for m in metrics]))
+        how = (f"the mean over the {len(traces)} records' traces (no availability model in the header): an estimate "
+               "without its uncertainty unless many records are given")
+    elif spec.expectation and setup.pattern is None:
         m = metrics[0]
         e_max, e_avg, how = float(m.tau_max), float(m.tau_avg), "the one fixed trace's τ (no pattern to average over)"
 
     prescribed = [prescribed_steps(spec, consts, m.tau_max, m.tau_avg, name, theorem.prescribes_steps) for m in metrics]
     own = prescribed[0][1]
-    if mode == "given":
-        steps = [dict(setup.given_steps) for _ in metrics]
+    if mode == "given":         # a record's may be incomplete: the bound and hypotheses that need them are refused
+        given = setup.recorded_steps if setup.recorded_steps is not None else [setup.given_steps] * len(metrics)
+        steps = [dict(s or {}) for s in given]
     elif mode == "admissible":
         if fedsum_name is None:
             raise ValueError(f"step_sizes='admissible' needs a FedSUM algorithm (its lemma's hypotheses), not {name}")
@@ -226,7 +247,7 @@ def delay_plan(theorem: Theorem, setup: Setup) -> Plan:
     else:
         steps = [p for p, _ in prescribed]
     for s in steps:
-        if not all(0 < s[k] < math.inf for k in ("eta_g", "eta_l")):
+        if not all(0 < s[k] < math.inf for k in ("eta_g", "eta_l") if k in s):
             raise ValueError(f"the step sizes eta_g={s['eta_g']:.3g}, eta_l={s['eta_l']:.3g} are not positive and finite "
                              f"(L={consts.L:.3g}, sigma2={consts.sigma2:.3g}, delta_f={consts.delta_f:.3g}); "
                              "check the problem's constants")
@@ -241,7 +262,9 @@ def delay_plan(theorem: Theorem, setup: Setup) -> Plan:
     elif mode == "admissible":
         notes.append(f"step sizes: the largest η_l at which every hypothesis of {name}'s lemma holds")
     steps_outside = None
-    if mode == "given" and own and not spec.needs_steps:
+    if recorded and mode == "given":
+        steps_outside = _recorded_outside(theorem, spec, setup, prescribed, steps)
+    elif mode == "given" and own and not spec.needs_steps:
         p = prescribed[0][0]
         if not all(math.isclose(p[k], steps[0][k], rel_tol=1e-9) for k in ("eta_g", "eta_l")):
             steps_outside = (f"given η_g={steps[0]['eta_g']:.4g}, η_l={steps[0]['eta_l']:.4g}; {spec.name} prescribes "
@@ -249,20 +272,30 @@ def delay_plan(theorem: Theorem, setup: Setup) -> Plan:
 
     if spec.expectation:
         extras.update({"E[τ_max]": e_max, "E[τ_avg]": e_avg, "E[τ] from": how})
-        if not (setup.pattern is None):
+        if setup.pattern is not None:
+            of = " of the records' availability model" if recorded else ""
+            notes.append(f"E[τ_max], E[τ_avg]{of}: {how}")
+        elif recorded:
             notes.append(f"E[τ_max], E[τ_avg]: {how}")
         tau = (e_max, e_avg)
+        inputs = dict(expected_tau_max=e_max, expected_tau_avg=e_avg, algorithm=fedsum_name, pattern=setup.pattern)
 
         def at(tmax, tavg):
-            return evaluate(judged, constants=consts, expected_tau_max=tmax, expected_tau_avg=tavg,
-                            algorithm=fedsum_name, pattern=setup.pattern)
+            return evaluate(judged, constants=consts, **{**inputs, "expected_tau_max": tmax, "expected_tau_avg": tavg})
 
         bound_value = at(e_max, e_avg)
         conditions = list(bound_value.conditions)
-        for j, (m, s) in enumerate(zip(metrics, steps)):
-            for c in lemma_conditions(name, consts, s, m.tau_max, m.tau_avg):
-                if not c.holds:
-                    conditions.append(dataclasses.replace(c, detail=f"trace {j}" + (f"; {c.detail}" if c.detail else "")))
+        if recorded:        # each record at its own step sizes and trace: the first whose hypotheses fail, else the first's
+            first = setup.given_steps
+            lemmas = [lemma_conditions(name, consts, s if _has_steps(s) else first, m.tau_max, m.tau_avg)
+                      for s, m in zip(steps, metrics)] if _has_steps(first) and not spec.needs_steps else [()]
+            lemma = next((c for c in lemmas if not all(x.holds for x in c)), lemmas[0])
+            conditions = list(lemma) or conditions
+        else:
+            for j, (m, s) in enumerate(zip(metrics, steps)):
+                for c in lemma_conditions(name, consts, s, m.tau_max, m.tau_avg):
+                    if not c.holds:
+                        conditions.append(dataclasses.replace(c, detail=f"trace {j}" + (f"; {c.detail}" if c.detail else "")))
         if mode == "theorem":
             notes.append("step sizes: Theorem 4.1's for each realised trace (Cor 4.1's oracle)")
         step_report = steps[0] if len(traces) == 1 or mode == "given" else {
@@ -275,9 +308,10 @@ def delay_plan(theorem: Theorem, setup: Setup) -> Plan:
     else:
         m, step_report = metrics[0], steps[0]
         tau = (float(m.tau_max), float(m.tau_avg))
-        bound_value = evaluate(judged, constants=consts, tau_max=m.tau_max, tau_avg=m.tau_avg, algorithm=fedsum_name,
-                               eta_g=step_report["eta_g"], eta_l=step_report["eta_l"])
-        if judged.needs_steps or mode == "theorem":
+        inputs = dict(tau_max=m.tau_max, tau_avg=m.tau_avg, algorithm=fedsum_name, eta_g=step_report.get("eta_g"),
+                      eta_l=step_report.get("eta_l"))
+        bound_value = evaluate(judged, constants=consts, **inputs)
+        if judged.needs_steps or mode == "theorem" or not _has_steps(step_report):
             conditions = list(bound_value.conditions)
         else:       # a theorem at the user's step sizes: the lemma for those step sizes decides
             conditions = list(lemma_conditions(name, consts, step_report, m.tau_max, m.tau_avg)) or list(
@@ -287,20 +321,43 @@ def delay_plan(theorem: Theorem, setup: Setup) -> Plan:
         bound_range = None
     conditions = tuple(conditions)
     bound_value = dataclasses.replace(bound_value, conditions=conditions)
-
-    built: dict = {}
-
-    def algorithm_at(s: dict):
-        key = (s["eta_g"], s["eta_l"])
-        if key not in built:
-            built[key] = setup.build(s["eta_g"], s["eta_l"])
-        return built[key]
+    if recorded:            # as recorded, without their product; E[τ] is in the notes
+        step_sizes, extras = {k: float(v) for k, v in (setup.given_steps or {}).items()}, {}
+    else:
+        step_sizes = {**step_report, "eta_g_eta_l": step_report["eta_g"] * step_report["eta_l"]}
 
     if theorem.covered(name) is False:
         notes.append(uncovered_note(theorem, name))
-    return _keep_delays(Plan(algorithm=[algorithm_at(s) for s in steps], traces=traces,
+    # the algorithm is the caller's to build at each trace's step sizes; recorded runs have run already
+    return _keep_delays(Plan(algorithm=None, trace_steps=None if recorded else [dict(s) for s in steps], traces=traces,
                 measure=theorem.measure or average_grad_norm2, bound=lambda histories: bound_value,
-                step_sizes={**step_report, "eta_g_eta_l": step_report["eta_g"] * step_report["eta_l"]},
-                extras=lambda histories: dict(extras), tau=tau, notes=notes, steps_outside=steps_outside,
+                step_sizes=step_sizes, extras=lambda histories: dict(extras), tau=tau, notes=notes,
+                steps_outside=steps_outside,
                 bound_range=None if bound_range is None else (lambda histories: bound_range),
-                nonnegative=theorem.nonnegative), metrics)
+                nonnegative=theorem.nonnegative, bound_inputs=inputs,
+                # a record's trace is one sample of the participation, whatever the header's model
+                noise_free=False if recorded and spec.expectation else None,
+                fixed_trace=spec.expectation and len(traces) == 1 if recorded else None), metrics)
+
+
+def _recorded_outside(theorem: Theorem, spec: BoundSpec, setup: Setup, prescribed: list, steps: list) -> str | None:
+    """Why recorded step sizes are outside the theorem's, or None: a conditional bound's prescribed
+    step sizes at the one trace, or Thm 4.1's for each realised trace (a bound in full expectation
+    that prescribes them, FedSUM Cor 4.1); the first record outside is named."""
+    if spec.needs_steps or not _has_steps(setup.given_steps):
+        return None
+    if not spec.expectation:
+        (p, prescribes), s = prescribed[0], steps[0]
+        if prescribes and not all(math.isclose(float(p[k]), float(s[k]), rel_tol=1e-9) for k in ("eta_g", "eta_l")):
+            return (f"recorded η_g={float(s['eta_g']):.4g}, η_l={float(s['eta_l']):.4g}; {theorem.name} prescribes "
+                    f"η_g={p['eta_g']:.4g}, η_l={p['eta_l']:.4g} and its value assumes those")
+        return None
+    if not theorem.prescribes_steps:
+        return None
+    names = setup.recorded_names or (None,) * len(steps)
+    for (p, _), s, label in zip(prescribed, steps, names):
+        if _has_steps(s) and not all(math.isclose(float(p[k]), float(s[k]), rel_tol=1e-9) for k in ("eta_g", "eta_l")):
+            return (f"{label or 'a record'}: recorded η_g={float(s['eta_g']):.4g}, η_l={float(s['eta_l']):.4g}; "
+                    f"{theorem.name} takes Thm 4.1's for each realised trace, here η_g={p['eta_g']:.4g}, "
+                    f"η_l={p['eta_l']:.4g}, and its value assumes those")
+    return None

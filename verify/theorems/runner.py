@@ -21,6 +21,8 @@ import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import numpy as np
+
 import algorithms
 from algorithms.engine import batch_key
 
@@ -127,7 +129,7 @@ class _Pending:
 def _pending(theorem: Theorem, setup: Setup, kwargs: dict) -> _Pending:
     theorem.require_checkable()
     distinct_seeds(setup.seeds)
-    plan = make_plan(theorem, setup)
+    plan = _built(make_plan(theorem, setup), kwargs.get("build"))
     paired = setup.pattern is not None and theorem.expectation == "participation" and len(plan.traces) == len(setup.seeds)
     requests = [(j, RunRequest(_plan_algorithm(plan, j), setup.problem, trace, seed, dict(plan.run_options)))
                 for j, trace in enumerate(plan.traces)
@@ -135,19 +137,38 @@ def _pending(theorem: Theorem, setup: Setup, kwargs: dict) -> _Pending:
     return _Pending(theorem, setup, plan, paired, requests, kwargs)
 
 
+def _built(plan: Plan, build) -> Plan:
+    """``plan`` with its algorithm built by ``build(eta_g, eta_l)`` at each trace's step sizes where
+    it leaves it to its caller (``plan.trace_steps``, a delay bound's): one Algorithm per distinct
+    step sizes."""
+    if plan.algorithm is not None or plan.trace_steps is None:
+        return plan
+    if build is None:
+        raise ValueError("the plan leaves its algorithm to be built at each trace's step sizes: give build")
+    built: dict = {}
+    for s in plan.trace_steps:
+        key = (s["eta_g"], s["eta_l"])
+        if key not in built:
+            built[key] = build(s["eta_g"], s["eta_l"])
+    plan.algorithm = [built[(s["eta_g"], s["eta_l"])] for s in plan.trace_steps]
+    return plan
+
+
 def run_plan(theorem: Theorem, setup: Setup, *, confidence: float, device=None, const_info: dict | None = None,
-             notes: list[str] | None = None, on_run=None, worst_case=False) -> CheckResult:
+             notes: list[str] | None = None, on_run=None, worst_case=False, build=None) -> CheckResult:
     """Check ``theorem`` on ``setup``: build its plan, run every (trace, seed), measure, judge.
 
-    ``plan.algorithm`` is one Algorithm or one per trace (step sizes that depend on the trace);
-    ``worst_case``: one of :data:`WORST_CASE_MODES` (see :func:`worst_case_column`)."""
+    ``plan.algorithm`` is one Algorithm or one per trace (step sizes that depend on the trace), or
+    None with ``plan.trace_steps`` (a delay bound's): then ``build(eta_g, eta_l) -> Algorithm``
+    builds it at each trace's step sizes; ``worst_case``: one of :data:`WORST_CASE_MODES` (see
+    :func:`worst_case_column`)."""
     return run_plans([(theorem, setup, dict(confidence=confidence, const_info=const_info, notes=notes,
-                                            on_run=on_run, worst_case=worst_case))], device=device)[0]
+                                            on_run=on_run, worst_case=worst_case, build=build))], device=device)[0]
 
 
 def run_plans(items: list, device=None) -> list[CheckResult]:
     """``run_plan`` of every (theorem, setup, keywords) in ``items`` (keywords: ``confidence``,
-    ``const_info``, ``notes``, ``on_run``, ``worst_case``), with their runs batched together."""
+    ``const_info``, ``notes``, ``on_run``, ``worst_case``, ``build``), with their runs batched together."""
     pending = [_pending(theorem, setup, kwargs) for theorem, setup, kwargs in items]
     flat = [req for p in pending for _, req in p.requests]
     histories = iter(execute_runs(flat, device=device))
@@ -155,16 +176,21 @@ def run_plans(items: list, device=None) -> list[CheckResult]:
 
 
 def judge_recorded(theorem: Theorem, setup: Setup, plan: Plan, histories: list, *, confidence: float,
-                   const_info: dict | None = None, notes: list[str] | None = None, worst_case=False) -> CheckResult:
+                   const_info: dict | None = None, notes: list[str] | None = None, worst_case=False,
+                   column=None) -> CheckResult:
     """The verdict of ``plan`` on recorded runs (``verify.check_run``): ``histories[j]`` is the
     run that followed ``plan.traces[j]``, with seed ``setup.seeds[j]``; measured and judged as
-    ``run_plan`` measures and judges fedverify's runs (with the worst case beside it as ``worst_case`` asks)."""
+    ``run_plan`` measures and judges fedverify's runs (with the worst case beside it as ``worst_case`` asks,
+    or ``column(result)`` when given: a plan without algorithms to transcribe). Where the records are
+    named (``setup.recorded_names``), messages name them, a record whose left side is infinite is
+    listed as diverged and one record alone is said to be one sample."""
     if len(histories) != len(plan.traces) or len(setup.seeds) != len(plan.traces):
         raise ValueError(f"{len(histories)} recorded runs for {len(plan.traces)} traces")
     requests = [(j, RunRequest(_plan_algorithm(plan, j), setup.problem, trace, seed))
                 for j, (trace, seed) in enumerate(zip(plan.traces, setup.seeds))]
     pending = _Pending(theorem, setup, plan, False, requests,
-                       dict(confidence=confidence, const_info=const_info, notes=notes, worst_case=worst_case))
+                       dict(confidence=confidence, const_info=const_info, notes=notes, worst_case=worst_case,
+                            column=column))
     return _judge(pending, list(histories))
 
 
@@ -173,6 +199,7 @@ def _judge(pending: _Pending, run_histories: list) -> CheckResult:
     confidence = pending.kwargs["confidence"]
     const_info, on_run = pending.kwargs.get("const_info"), pending.kwargs.get("on_run")
     notes = list(pending.kwargs.get("notes") or []) + list(plan.notes)
+    names = setup.recorded_names
     histories, values, stopped, used, first = [], [], [], [], None
     if plan.values is not None:
         values = [float(v) for v in plan.values()]
@@ -193,10 +220,17 @@ def _judge(pending: _Pending, run_histories: list) -> CheckResult:
                 per.append(math.inf)
                 continue
             histories.append(history)
-            value = measured_value(plan.measure(history, setup.problem), theorem.name, f"seed {seed}")
+            label = f"seed {seed}" if names is None else names[j] or "a record"
+            with np.errstate(over="ignore", invalid="ignore"):
+                value = measured_value(plan.measure(history, setup.problem), theorem.name, label)
+            if math.isnan(value) and names is not None:     # a record holds finite numbers: NaN is the measure's
+                raise ValueError(f"the left side of {theorem.name} measured NaN on {label}: the theorem's measure "
+                                 "returned NaN (a measure must give a number for every record)")
             if math.isnan(value):
-                raise ValueError(f"the left side of {theorem.name} measured NaN on seed {seed}, a run that did not stop: "
+                raise ValueError(f"the left side of {theorem.name} measured NaN on {label}, a run that did not stop: "
                                  "the theorem's measure returned NaN (a measure must give a number for every finished run)")
+            if names is not None and not math.isfinite(value):
+                stopped.append(f"{names[j] or f'record {j}'}: diverged")
             per.append(value)
         if theorem.expectation == "participation" and not paired and len(per) > 1:
             # the unit is the trace: seeds on one trace sample the noise, not the participation
@@ -217,9 +251,12 @@ def _judge(pending: _Pending, run_histories: list) -> CheckResult:
                      nonnegative=plan.nonnegative)
     decision = _unrescued(decision, plan, histories, values, confidence, exact, atol, bound)
     notes += list(decision.notes)
+    if names is not None and len(values) == 1 and not exact:
+        notes.append("one record is one sample: record the same setting with other seeds and judge them together")
     conditions = tuple(bound.conditions)
     if not all(c.holds for c in conditions):
-        notes.append("a hypothesis of the bound fails at these step sizes: the verdict does not test the theorem")
+        notes.append(f"a hypothesis of the bound fails at {'these' if names is None else 'the recorded'} step sizes: "
+                     "the verdict does not test the theorem")
     covered = plan.covered(histories) if plan.covered is not None else None
     reason = None
     if isinstance(covered, str):            # not covered, and why
@@ -234,14 +271,16 @@ def _judge(pending: _Pending, run_histories: list) -> CheckResult:
         notes.append(uncovered_note(theorem, reason=reason))
     if plan.steps_outside:
         notes.append(f"step sizes outside {theorem.name}'s: {plan.steps_outside}")
-    fixed_trace = theorem.expectation == "participation" and setup.pattern is None and bool(plan.traces)
+    fixed_trace = plan.fixed_trace if plan.fixed_trace is not None else (
+        theorem.expectation == "participation" and setup.pattern is None and bool(plan.traces))
     metrics = plan_delays(plan)
     tau = plan.tau or (math.nan, math.nan)          # a bound without τ: the delays are not part of it
     extras = plan.extras(histories) if plan.extras is not None and (histories or not plan.traces) else {}
     first_alg = _plan_algorithm(plan, 0) if plan.traces else None
     result = CheckResult(
         verdict=decision.verdict, measured=decision.measured, lower=decision.lower, upper=decision.upper,
-        confidence=float(confidence), values=tuple(values), seeds=tuple(dict.fromkeys(used)), bound=bound,
+        confidence=float(confidence), values=tuple(values),
+        seeds=tuple(used) if setup.recorded is not None else tuple(dict.fromkeys(used)), bound=bound,
         bound_name=theorem.name, algorithm=setup.algorithm, hparams=getattr(first_alg, "hparams", {}) or {},
         step_sizes=dict(plan.step_sizes), conditions=conditions, tau_max=tau[0], tau_avg=tau[1],
         n_clients=setup.n_clients, rounds=setup.rounds, local_steps=setup.local_steps,
@@ -250,9 +289,12 @@ def _judge(pending: _Pending, run_histories: list) -> CheckResult:
         per_trace_tau=tuple((int(m.tau_max), float(m.tau_avg)) for m in metrics), first_run=first,
         covered=covered, lhs=theorem.lhs, extras=extras, diverged=decision.diverged,
         steps_outside=plan.steps_outside, fixed_trace=fixed_trace, bound_range=bound_range)
-    column = worst_case_column(theorem.name, [_plan_algorithm(plan, j) for j in range(len(plan.traces))], plan.traces,
-                               consts, mode=pending.kwargs.get("worst_case", False), measured=result.measured,
-                               bound=result.bound_value, extras=extras)
+    if pending.kwargs.get("column") is not None:
+        column = pending.kwargs["column"](result)
+    else:
+        column = worst_case_column(theorem.name, [_plan_algorithm(plan, j) for j in range(len(plan.traces))],
+                                   plan.traces, consts, mode=pending.kwargs.get("worst_case", False),
+                                   measured=result.measured, bound=result.bound_value, extras=extras)
     return attach_worst_case(result, column, lambda: known_constants(setup.problem, histories))
 
 
