@@ -95,6 +95,7 @@ def test_singular_mean_hessian():
     assert float(problem.full_grad(torch.tensor(x_star)).norm()) < 1e-12
 
 
+@pytest.mark.slow
 def test_noise_is_unbiased_with_variance_sigma2():
     problem = Quadratic.random(3, 4, noise_std=0.7, seed=1)
     x = torch.full((problem.dim,), 0.5, dtype=torch.float64)

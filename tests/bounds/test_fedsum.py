@@ -501,11 +501,3 @@ def test_bad_input_raises_value_error(call, needle):
         call()
     message = str(err.value)
     assert needle in message and "\n" not in message
-
-
-@pytest.mark.slow
-def test_no_torch_import():
-    import subprocess
-    import sys
-    code = "import sys, bounds.fedsum; sys.exit('torch' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

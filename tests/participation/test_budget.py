@@ -147,7 +147,7 @@ def test_an_experiment_whose_traces_cannot_fit_is_refused():
 
 def test_an_almost_never_available_client_needs_no_quadratic_table():
     """Bernoulli(1e-12) over 10^5 rounds: τ_max = T except with probability ~1e-35, so
-    the law is certain everywhere; it once allocated T²/2 cells (MemoryError)."""
+    the law is certain everywhere and needs no T²/2-cell table (which would be a MemoryError)."""
     pattern = Bernoulli(1e-12, 5)
     assert exact_tau_max(pattern, 10**5) == pytest.approx(10**5, abs=1e-6)
     assert exact_tau_avg(pattern, 10**5) == pytest.approx((10**5 + 1) / 2, rel=1e-6)

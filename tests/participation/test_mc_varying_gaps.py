@@ -3,7 +3,7 @@
 Every presence is drawn by inverting the cumulative hazard Λ (participation.expected.samplers.varying_gaps,
 ``varying_chunk``); the estimates must match the exact E[τ_max], E[τ_avg] and method "trace",
 be the same whatever the chunking or the executor, and leave the constant-p and Markov
-samplers' results as they were (hashes saved from the code before this sampler was added).
+samplers' results alone (their samples' hashes are pinned in ``SAVED``).
 """
 from __future__ import annotations
 
@@ -121,9 +121,10 @@ def test_memory_limit_refused(monkeypatch):
     assert "\n" not in str(info.value)
 
 
-# sha256 (first 32 hex digits) of the samples of method "gaps" before the time-varying sampler;
-# Markov's since its chains draw 2.5 (not 5) standard deviations of runs at first, which moved
-# where a replicate's stream is read (same law: tests/participation/test_mc_markov_gaps.py)
+# sha256 (first 32 hex digits) of the samples of method "gaps" for constant-p and Markov patterns,
+# which the time-varying sampler must leave alone. Markov chains draw 2.5 standard deviations of
+# runs at first, which fixes where a replicate's stream is read (its law:
+# tests/participation/test_mc_markov_gaps.py)
 SAVED = {
     "bern_max": "293fcd5662cfad0af858d989591eb52c", "bern_avg": "c4db3ef307e319cc8a7f380fc5d0faac",
     "bern2_max": "8f116408d89485d0059f6a9a0211570d", "bern2_avg": "a24b036a78c7df59c645f56e6f0c06fd",

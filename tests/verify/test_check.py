@@ -201,8 +201,8 @@ def test_pattern_needs_rounds_and_matching_clients(quadratic):
 
 
 def test_coverage_belongs_to_the_library():
-    """check used to answer a plain "holds" for FedAvg against a FedSUM theorem; only the
-    command's table knew it was a reference row."""
+    """check itself marks FedAvg against a FedSUM theorem as a reference row (covered False,
+    "(ref)" label), not a plain "holds" that only the command's table would qualify."""
     from algorithms.problems import Quadratic
     from participation.patterns import Uniform
     from verify.checking import check, covered_algorithms

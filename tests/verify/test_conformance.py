@@ -89,8 +89,8 @@ def test_the_name_conformance_is_always_the_function():
 
 @pytest.mark.slow
 def test_theorem_4_1_skips_problems_it_prescribes_no_step_for():
-    """Thm 4.1's η_l ∝ √Δ_f is 0 where x⁰ is optimal; such draws used to raise
-    'eta_l must be a finite number > 0, got 0.0'."""
+    """Thm 4.1's η_l ∝ √Δ_f is 0 where x⁰ is optimal; such draws are skipped rather than run,
+    which would raise 'eta_l must be a finite number > 0, got 0.0'."""
     out = conformance("fedsum", "fedsum.theorem_4_1", max_examples=5, shrink=False)
     assert not out.found and out.examples >= 1
 

@@ -44,7 +44,8 @@ def _mc_case(name, rounds=200, reps=200):
 
 @pytest.mark.slow
 def test_mc_histograms_are_not_squeezed_by_the_paper_bound(tmp_path):
-    """The bound (about 5x the samples) used to share the x axis and shrink the histograms to a sliver."""
+    """The bound (about 5x the samples) does not stretch the x axis: the histograms fill their
+    panels and the bound is named in a note."""
     from matplotlib.figure import Figure
 
     captured = {}

@@ -13,7 +13,7 @@ SMALL = {"check": {"algorithms": "fedsum", "patterns": ["P1", "P2"], "n_clients"
 
 
 def broken_variants(record: dict) -> dict[str, dict]:
-    """A valid record spoiled in each way a resume used to trip on (the name stays right)."""
+    """A valid record spoiled in each way a resume must recognise (the name stays right)."""
     check = record["kind"] == "check"
     results = record["results"]
     first = "rounds_run" if check else "n_clients"

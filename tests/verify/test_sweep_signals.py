@@ -57,7 +57,7 @@ def test_a_closed_stdout_ends_quietly(args, tmp_path):
 @pytest.mark.parametrize("args", [["bound", "--list"], ["delays", "--list"], ["bound", "fedsum.theorem_4_1", "--inputs"]])
 def test_every_command_ends_quietly_into_a_closed_pipe(args):
     """The quiet end on a gone reader is ``main``'s, not one command's: ``| head -1`` after
-    any command used to end in a BrokenPipeError traceback."""
+    any command ends without a BrokenPipeError traceback."""
     process = subprocess.Popen([sys.executable, "-m", "verify", *args], env=env(), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     process.stdout.close()

@@ -40,10 +40,11 @@ The promise: an absolute error below 1e-12 for every E[τ_t], E[τ_avg] and E[τ
 value). Measured against 40-digit (mpmath) and long-double references: E[τ_max] within
 1.2e-13 over Bernoulli(p, N) with p ∈ {0.005, …, 0.9}, N ∈ {1, …, 1000} and T from 100 to
 10^6, per-client p, Markov, time-varying Bernoulli and Sine units (most of it the
-truncated tail), and E[τ_t] within 4.5e-13 (values up to 2927). Before these measures the
-errors reached 1.2e-12 in E[τ_max] (Bernoulli(0.005, 10), T = 2·10^4) and 1.8e-10 in
-E[τ_t] (Bernoulli(0.001, 10), T = 5·10^4); an earlier recursion that carried A_g(l) itself
-rather than 1 − A_g(l) was 2.4e-10 off at Bernoulli(0.2, 100), T = 400.
+truncated tail), and E[τ_t] within 4.5e-13 (values up to 2927). Without these measures the
+errors reach 1.2e-12 in E[τ_max] (Bernoulli(0.005, 10), T = 2·10^4) and 1.8e-10 in
+E[τ_t] (Bernoulli(0.001, 10), T = 5·10^4); the recursion carries 1 − A_g(l) rather than
+A_g(l) itself because A_g(l) nears 1 and its complement, formed as a difference, would be
+2.4e-10 off at Bernoulli(0.2, 100), T = 400.
 
 The recursion for τ_max runs in blocks of b ≤ l_0 rounds: within a block the lag-l terms
 come from earlier blocks, so the block is a prefix sum for S and a first-order linear scan

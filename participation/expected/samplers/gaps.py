@@ -58,8 +58,9 @@ _WORD_BLOCK = WORD_BLOCK
 _GAP_STREAM, _EXTRA_STREAM, _SEGMENT_STREAM = 0x6A9, 0x6AB, 0x6AA
 #: Largest S table (entries); a group needing more draws every gap (H = 1).
 _MAX_TABLE = 1 << 22
-#: Most multiply-adds the S tables' filters may take (about 0.1 s): a larger H is not considered
-#: (P2 at N = 10^4, T = 100 had chosen H = 3155 for 1.28 M-entry tables, 5 s to build for 2 µs of draws).
+#: Most multiply-adds the S tables' filters may take: a larger H is not considered. The cost model
+#: of ``_choose_threshold`` counts draws, not table building, so without this limit many clients over
+#: few rounds would pick an H whose tables cost far more to build than the draws they save.
 _MAX_FILTER_WORK = 1 << 27
 #: Relative cost of one unresolved round (its refinement walks short-gap paths), in drawn long intervals.
 _REFINE_COST = 2e5
@@ -218,10 +219,10 @@ def _choose_threshold(p: np.ndarray, rounds: int) -> int:
     A client covers round x with a long interval reaching x + H − 2 with probability
     about q^{H−1}, so about T·Π_i(1 − q_i^{H−1}) rounds are unresolved; none for H ≤ 2.
     Thresholds whose S tables would take more than ``_MAX_FILTER_WORK`` multiply-adds to build
-    are not considered. The refinement cost grows with the number of unresolved rounds: capped at one
-    replicate's worth, as it once was, a threshold leaving every round unresolved looked
-    cheapest once T·N·p·q^{H−1} passed 2·10^5 (P2 from T = 71570, H.8 from T = 95415),
-    and such an H (e.g. 187 for P2) also made ρ = q^{H−1} fall below float rounding.
+    are not considered. The refinement cost grows with the number of unresolved rounds, without a
+    cap: a cost capped at one replicate's worth would make a threshold leaving every round
+    unresolved look cheapest once T·N·p·q^{H−1} passes 2·10^5 (for P2 from T ≈ 7·10^4), and
+    such an H also makes ρ = q^{H−1} fall below float rounding.
     Clients with p = 0 are left out: their one interval (−1, ∞) is drawn whatever H, and
     counting them would make every H look resolved and push H past what the S tables can hold.
     """
