@@ -89,4 +89,4 @@ def test_readme_python_examples_run_as_pasted(source):
 
 
 def test_the_readme_has_a_flower_example():
-    assert any("verify.flower" in b for b in _readme_python_blocks())
+    assert any("verify.records.flower" in b for b in _readme_python_blocks())

@@ -10,8 +10,11 @@ anywhere as a run record (``ModelMeasure`` and ``StepWeightedAverage`` measure w
 on a PyTorch model), ``load_record`` reads one, ``check_run(records, theorem)`` judges it.
 
 The subpackages: ``verify.cli`` (the ``fedverify`` command, one module per command),
-``verify.sweep`` (grids of checks and Monte-Carlo jobs, and where they run) and
-``verify.bench`` (``fedverify bench``); the rest of ``verify`` is the library they share.
+``verify.theorems`` (the declarations, their plans and the one judge), ``verify.records`` (run
+records, their checks, Flower), ``verify.studies`` (the experiments), ``verify.worst_case`` (the
+exact worst case by performance estimation), ``verify.sweep`` (grids of checks and Monte-Carlo
+jobs, and where they run) and ``verify.bench`` (``fedverify bench``); the rest of ``verify`` is
+the library they share.
 
 Each public name means one thing: ``verify.check`` and ``verify.conformance`` are the
 functions (defined in ``verify.checking`` and ``verify.counterexamples``, modules of other
@@ -26,8 +29,8 @@ _HOMES = {
     "estimate_constants": "constants", "EstimatedConstants": "constants",
     "conformance": "counterexamples", "ConformanceResult": "counterexamples",
     "Theorem": "theorems", "user_theorem": "theorems",
-    "check_run": "record_checks", "RunRecorder": "records", "load_record": "records",
-    "ModelMeasure": "model_measures", "StepWeightedAverage": "model_measures",
+    "check_run": "records.checks", "RunRecorder": "records", "load_record": "records",
+    "ModelMeasure": "records.model_measures", "StepWeightedAverage": "records.model_measures",
 }
 
 __all__ = sorted(_HOMES) + ["strategies"]

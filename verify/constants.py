@@ -34,7 +34,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.optimize import minimize
+from scipy.sparse.linalg import LinearOperator, eigsh
 
+from algorithms.noise import NoiseStream
+from algorithms.problems import FunctionProblem
 from bounds import Constants
 from participation.validation import integer
 
@@ -188,8 +192,6 @@ def hessian_spectral_norms(problem, points: torch.Tensor, iters: int = 200, seed
 def _variance(problem, points: torch.Tensor, samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(P, N) sample means of ‖g_i(x_p) − ∇f_i(x_p)‖² over ``samples`` draws and their standard
     errors; draw s at point p takes the noise of ``NoiseStream(seed)`` at round p, step s."""
-    from algorithms.noise import NoiseStream
-
     N = problem.n_clients
     clients = torch.arange(N, device=points.device)
     noise = NoiseStream(seed)
@@ -209,8 +211,6 @@ def _variance(problem, points: torch.Tensor, samples: int, seed: int) -> tuple[n
 
 def _minimise(problem, x0: torch.Tensor, tol: float, maxiter: int) -> tuple[torch.Tensor, float, float]:
     """(x̂, f(x̂), ‖∇f(x̂)‖) from L-BFGS on the full objective (scipy, float64)."""
-    from scipy.optimize import minimize
-
     def fun(v):
         x = torch.as_tensor(v, dtype=problem.dtype, device=problem.device)
         return float(problem.loss(x)), problem.full_grad(x).detach().cpu().double().numpy()
@@ -235,7 +235,6 @@ def _smallest_curvature(problem, x: torch.Tensor, method: str = "differences") -
     if d <= 400:
         H = torch.stack([hv(e) for e in torch.eye(d, dtype=x.dtype, device=x.device)]).cpu().double().numpy()
         return float(np.linalg.eigvalsh((H + H.T) / 2)[0])
-    from scipy.sparse.linalg import LinearOperator, eigsh
 
     op = LinearOperator((d, d), dtype=np.float64, matvec=lambda v: hv(
         torch.as_tensor(np.ravel(v), dtype=x.dtype, device=x.device)).cpu().double().numpy())
@@ -294,8 +293,6 @@ def estimate_constants(problem=None, *, use_exact: bool = True, points=None, run
     if (problem is None) == (loss is None):
         raise ValueError("give either a problem or a user's per-client loss (loss=, n_clients=, x0=)")
     if problem is None:
-        from algorithms.problems import FunctionProblem
-
         if n_clients is None or x0 is None:
             raise ValueError("a per-client loss needs n_clients= and x0=")
         problem = FunctionProblem(n_clients, x0, loss, grad, stochastic_grad, convex=convex)

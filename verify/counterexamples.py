@@ -27,11 +27,15 @@ from hypothesis import HealthCheck, Phase, Verbosity, example, given, reject, se
 from hypothesis.errors import Unsatisfiable
 from hypothesis import strategies as st
 
+import algorithms
+from algorithms.problems import Quadratic
 from participation import Trace
+from participation.delays import delay_metrics
 
-from . import strategies as vst
+from . import search_spaces, strategies as vst
 from .checking import CheckResult, check, resolve_bound, resolve_theorem
 from .constants import estimate_constants
+from .theorems import THEOREMS
 from participation.validation import integer
 
 __all__ = ["conformance", "ConformanceResult"]
@@ -83,9 +87,6 @@ def _seed_cases(n_clients, rounds, theorem: str, local_steps: int) -> list[tuple
     sizes the theorem allows. Unequal participation is where drift-correction bugs show:
     random search met this schedule only near its 200th example. Theorem 4.1's prescribed
     steps vanish with Δ_f, so for it every b_i is shifted by 1 (optimum x* = 1, Δ_f = 1/2)."""
-    from algorithms.problems import Quadratic
-    from participation.delays import delay_metrics
-
     sizes = [n_clients] if isinstance(n_clients, numbers.Integral) else [2, 3]
     T = rounds if isinstance(rounds, numbers.Integral) else 40
     cases = []
@@ -157,7 +158,6 @@ def conformance(algorithm_factory=None, bound: str = "fedsum.lemma_d6", *, max_e
         T = draw(vst._strategy(rounds))
         problem = draw(problems(n))
         trace = draw(traces(n, T))
-        from participation.delays import delay_metrics
 
         if not drawn:           # the theorem's own step sizes (Thm 4.1's, or what the bound prescribes)
             return problem, trace, None, None
@@ -182,8 +182,6 @@ def conformance(algorithm_factory=None, bound: str = "fedsum.lemma_d6", *, max_e
                 state.setdefault("reason", str(err))
                 reject()
         if isinstance(algorithm_factory, str):
-            import algorithms
-
             algorithm = algorithms.get(algorithm_factory, eta_l=eta_l, eta_g=eta_g, local_steps=local_steps)
         else:
             algorithm = algorithm_factory(eta_l=eta_l, eta_g=eta_g, local_steps=local_steps)
@@ -200,9 +198,6 @@ def conformance(algorithm_factory=None, bound: str = "fedsum.lemma_d6", *, max_e
 def _search_plan(theorem, algorithm, *, max_examples, n_clients, rounds, seeds, local_steps, confidence, shrink,
                  default_search) -> ConformanceResult:
     """The search of :func:`conformance` for a theorem with a plan of its own."""
-    from . import search_spaces
-    from .theorems import THEOREMS
-
     if theorem.space is None:
         raise ValueError(f"{theorem.name} has no search space; conformance searches "
                          f"{', '.join(n for n, t in THEOREMS.items() if t.space is not None)} and the delay bounds")

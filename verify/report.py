@@ -9,18 +9,18 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
+import textwrap
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
+from participation.files import atomic_write as write_atomically
 
 
 def atomic_write(path, write, *, binary: bool = False) -> Path:
-    """``participation.files.atomic_write``, imported on first use so that the command line's
-    ``--help`` (which reads the sweep's spec format from ``verify.sweep.spec``) loads no numerics."""
-    from participation.files import atomic_write as write_atomically
-
+    """``participation.files.atomic_write``, under the name the studies and the sweep write through."""
     return write_atomically(path, write, binary=binary)
 
 
@@ -178,8 +178,6 @@ def _side_value(value) -> str:
 def side_quantities(rows: Sequence[dict]) -> list[str]:
     """The measured side quantities each verdict rests on (σ_g², ε, Γ, diam(W), the bias, E[τ] and
     how it was obtained, ...), one line per row that has any."""
-    import textwrap
-
     lines = []
     for r in rows:
         extras = r.get("result", {}).get("extras") or {}
@@ -393,8 +391,6 @@ def _draw_intervals(ax, here: Sequence[dict], limits: str) -> str:
 
 
 def _wrapped(text: str, width: int = 28) -> str:
-    import textwrap
-
     return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
 
 
@@ -444,8 +440,6 @@ def check_figure_paths(path, theorems: Sequence[str]) -> list[Path]:
     """Where :func:`plot_checks` writes the figures of ``theorems``: ``path`` itself for one
     theorem, else ``<stem>-<theorem><suffix>`` beside it per theorem (in the theorem's name,
     every run of characters other than letters, digits, '.', '_' and '-' becomes '_')."""
-    import re
-
     path, names = Path(path), list(dict.fromkeys(theorems))
     if len(names) <= 1:
         return [path]

@@ -13,6 +13,7 @@ outside the theorem's assumptions: its verdict becomes "outside the class"
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -288,8 +289,6 @@ def with_worst_case(result: "CheckResult", column: WorstCaseColumn, look_at: str
     """``result`` carrying ``column``; where the measured side is above the certified worst case
     (:func:`beyond_worst_case`) its verdict becomes :data:`OUTSIDE_CLASS` and a note says what to
     look at (``look_at``: the class's constants as given against what the check knows of them)."""
-    import dataclasses
-
     if not beyond_worst_case(result.measured, column):
         return dataclasses.replace(result, worst_case=column)
     column = dataclasses.replace(column, outside=True)

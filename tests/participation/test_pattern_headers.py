@@ -22,7 +22,7 @@ from participation.patterns import (
     HEADER_MODELS, Bernoulli, Cyclic, Markov, Pattern, ReshuffledCyclic, Sine, Uniform, header_fields,
     pattern_from_header, register_header,
 )
-from verify.record_consistency import check_availability
+from verify.records.consistency import check_availability
 from verify.records import AVAILABILITY, SCHEMA_PATH, RunRecord, RunRecorder, availability_of, load_record
 from verify.theorems.from_records import availability_pattern
 

@@ -14,7 +14,7 @@ from participation import Trace
 from verify import bench
 from verify.bench import checks as bench_checks
 from verify.cli import main
-from tests.verify.test_flower import LocalGrid, flower, identity  # noqa: F401  (the last two are fixtures)
+from tests.verify.records.test_flower import LocalGrid, flower, identity  # noqa: F401  (the last two are fixtures)
 
 
 def peers_module():

@@ -408,6 +408,7 @@ def test_help(command):
 # ------------------------------------------------------------------ a newcomer's paths
 
 
+@pytest.mark.slow
 def test_list_algorithms_names_every_registered_algorithm(tmp_path):
     """check --help points to --list-algorithms, which reads the registry itself (a plugin's
     algorithm included), one line per name."""
@@ -458,7 +459,8 @@ class HalfStepFedAvg(FedAvg):
 @pytest.mark.slow
 @pytest.mark.longest
 def test_a_users_algorithm_through_plugin(tmp_path):
-    """Registered in a user's file: the library knew it, the command said 'unknown algorithm'."""
+    """An algorithm registered in a user's plugin (a file, or a module in the working folder) is one
+    the command knows and runs, as the library does."""
     plugin = tmp_path / "my_algorithms.py"
     plugin.write_text(PLUGIN)
     done = run_module("check", "--algorithms", "test-half-step", "--patterns", "P1", "-T", "20", "--seeds", "2",
@@ -487,7 +489,8 @@ def test_one_seed_says_why_it_is_inconclusive(tmp_path, capsys):
     (["check", "-T", "1000000000"], "memory limit"),
 ])
 def test_sizes_that_cannot_fit_are_refused_before_the_work(args, fragment, tmp_path):
-    """These used to end in a MemoryError traceback or run for minutes with no output."""
+    """Sizes past the memory limit end in one line naming the need, not a MemoryError traceback
+    or minutes of silent work."""
     env_limit = {"FEDVERIFY_MEMORY_GB": "1"}
     done = subprocess.run([sys.executable, "-m", "verify", *args], capture_output=True, text=True, timeout=120,
                           cwd=tmp_path, env={**os.environ, **env_limit,

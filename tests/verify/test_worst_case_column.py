@@ -16,7 +16,7 @@ from participation import Trace
 from verify.checking import check
 from verify.cli import main
 from verify.constants import estimate_constants
-from verify.record_checks import check_run
+from verify.records.checks import check_run
 from verify.records import record_from_history
 from verify.theorems import runner
 from verify.verdicts import OUTSIDE_CLASS, WorstCaseColumn, beyond_worst_case

@@ -16,6 +16,7 @@ CUDA device is present, delay metrics and training rounds on it against the same
 from __future__ import annotations
 
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
@@ -25,8 +26,9 @@ import participation
 from participation.delays import per_round_delay
 from participation.expected import monte_carlo
 from participation.expected.montecarlo import clear_table_caches
-from participation.patterns import Bernoulli, ReshuffledCyclic, Sine, Uniform
+from participation.patterns import Bernoulli, ReshuffledCyclic, Selected, Sine, Uniform
 
+from . import checks, mistakes, worst_case
 from .rows import Ratio, Skipped, duration
 
 FLOWER_HINT = "install fedverify[flower]"
@@ -159,8 +161,6 @@ def diurnal_ratio(quick: bool = False) -> Ratio:
 def selected_ratio(rule: str, quick: bool = False) -> Ratio:
     """Server selection of S = 20 among clients available with p = 0.5 (N = 100), ``rule``
     "uniform" or "reshuffled", by the method "auto" picks (whole traces)."""
-    from participation.patterns import Selected
-
     return _family_ratio(f"Monte-Carlo E[tau_max], selection among available ({rule}, auto)",
                          f"Selected(Bernoulli(0.5), S=20, {rule})", Selected(Bernoulli(0.5, 100), 20, rule), "auto", quick)
 
@@ -203,8 +203,6 @@ def monte_carlo_ratios(quick: bool = False, workers: int = 1) -> list[Ratio]:
               deterministic_ratio(quick), diurnal_ratio(quick), selected_ratio("uniform", quick),
               selected_ratio("reshuffled", quick)]
     if workers > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
         with ProcessPoolExecutor(workers) as pool:
             parallel = min(_timed(lambda: monte_carlo(pattern, rounds, reps, seed=0, progress=False, executor=pool,
                                                       )) for _ in range(2))
@@ -268,7 +266,6 @@ def training_workload(quick: bool = False, rounds: int | None = None, n_clients:
     import torch
 
     from algorithms.problems import Logistic
-    from participation.patterns import Uniform
 
     steps, batch = 5, 16
     rounds = rounds or (20 if quick else 100)
@@ -439,7 +436,6 @@ def gpu_training_ratio(device, rounds: int, n_clients: int = 1000, active: int =
     import torch
 
     from algorithms.problems import Logistic
-    from participation.patterns import Uniform
 
     steps, batch = 5, 64
     problem = Logistic.synthetic(n_clients=n_clients, alpha=1.0, n_samples=n_samples, dim=dim, n_classes=10,
@@ -483,14 +479,11 @@ def _best_time(fn, repeats: int = 3, enough: float = 2.0) -> float:
 
 
 def run_all(quick: bool = False, workers: int = 1) -> list[Ratio | Skipped]:
-    from .checks import batch_ratios
-    from .mistakes import mistake_latency_ratio
-    from .worst_case import worst_case_ratios
-
-    return [delay_metrics_ratio(quick=quick), *monte_carlo_ratios(quick=quick, workers=workers), *batch_ratios(quick),
-            *training_round_ratios(quick=quick), cnn_local_step_ratio(quick=quick),
+    return [delay_metrics_ratio(quick=quick), *monte_carlo_ratios(quick=quick, workers=workers),
+            *checks.batch_ratios(quick), *training_round_ratios(quick=quick), cnn_local_step_ratio(quick=quick),
             cnn_local_step_ratio(quick=quick, batch=128), flower_ratio(quick=quick),
-            *worst_case_ratios(quick=quick), mistake_latency_ratio(quick=quick), *gpu_ratios(quick=quick)]
+            *worst_case.worst_case_ratios(quick=quick), mistakes.mistake_latency_ratio(quick=quick),
+            *gpu_ratios(quick=quick)]
 
 
 def format_table(rows: list[Ratio | Skipped]) -> str:

@@ -11,6 +11,16 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
+from participation import preset
+
+from .rows import Ratio
+from ..check_tables import CheckSettings, compute_rows, default_names, paper_theorems
+from ..choices import DEFAULT_CLIENTS, MAIN_PRESETS, DefaultNames, build_problem, resolve_patterns, split_names
+from ..cli import build_parser
+from ..theorems import get
+
 __all__ = ["batch_ratios", "check_ratio", "conformance_ratio", "rounds_per_second_ratio"]
 
 
@@ -21,18 +31,13 @@ def _timed(fn):
 
 
 def _check_args(extra: list[str]):
-    from ..cli import build_parser
-
     return build_parser().parse_args(["check", *extra])
 
 
 def _compute(args):
     """The rows of ``fedverify check`` with these arguments (no report, no files): its tables as
     the command resolves them, computed by ``verify.check_tables``."""
-    from ..check_tables import CheckSettings, compute_rows, default_names, paper_theorems
-    from ..choices import DEFAULT_CLIENTS, MAIN_PRESETS, DefaultNames, build_problem, resolve_patterns, split_names
     from ..constants import estimate_constants, problem_constants
-    from ..theorems import get
 
     theorems = paper_theorems(args.paper) if args.paper else [get(args.theorem)]
     n_clients = args.clients or DEFAULT_CLIENTS
@@ -55,7 +60,6 @@ def _measured(results) -> list:
 
 def check_ratio(title: str, extra: list[str], workload: str):
     """``fedverify check`` with ``extra`` arguments: batched against one run at a time."""
-    from .rows import Ratio
     from ..theorems.runner import one_by_one
 
     args = _check_args(extra)
@@ -71,13 +75,7 @@ def check_ratio(title: str, extra: list[str], workload: str):
 def rounds_per_second_ratio(quick: bool = False, rounds: int | None = None):
     """Rounds per second per run of 25 FedSUM runs (P1–P3 traces of their own seeds on the
     default quadratic; T = 500, 100 with ``quick``, or ``rounds``), batched against one at a time."""
-    import numpy as np
-
     import algorithms
-    from participation import preset
-
-    from .rows import Ratio
-    from ..choices import build_problem
 
     rounds = rounds or (100 if quick else 500)
     problem = build_problem("quadratic", 20)
@@ -97,7 +95,6 @@ def rounds_per_second_ratio(quick: bool = False, rounds: int | None = None):
 def conformance_ratio(quick: bool = False, examples: int | None = None):
     """A conformance search of FedSUM Thm 4.1 (FedSUM, 5 seeds a case; 12 cases, 4 with
     ``quick``, or ``examples``), batched against one run at a time."""
-    from .rows import Ratio
     from ..counterexamples import conformance
     from ..theorems.runner import one_by_one
 

@@ -8,7 +8,7 @@ The Flower side is a Flower App shipped in the package, ``verify/bench/flower-ap
 whose components are ``verify.bench.flower_workload:server_app`` and ``:client_app``
 (:mod:`verify.bench.flower_workload`: a PyTorch ``ClientApp`` on the message API and a
 ``ServerApp`` running ``flwr.serverapp.strategy.FedAvg``). :func:`run_flower` runs it through
-:func:`verify.flower.run_app`, i.e. ``flwr run APP local``: the CLI starts a local SuperLink in
+:func:`verify.records.flower.run_app`, i.e. ``flwr run APP local``: the CLI starts a local SuperLink in
 simulation mode (Flower's Simulation Runtime, on Ray), with one virtual SuperNode per client, its
 own Flower home and ports, and the SuperLink is stopped afterwards. To make the work identical
 to the engine's ``fedavg`` on a ``Logistic`` problem:
@@ -49,6 +49,7 @@ import importlib.util
 import tempfile
 import time
 from dataclasses import dataclass
+from importlib.metadata import version as installed
 from pathlib import Path
 
 import flwr  # noqa: F401  (fail at import when Flower is absent: the bench's skip)
@@ -59,7 +60,7 @@ if importlib.util.find_spec("ray") is None:      # the simulation extra, without
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from ..flower import run_app  # noqa: E402
+from ..records.flower import run_app  # noqa: E402
 from .flower_workload import RESULT_KEY, WORKLOAD_KEY, SharedBatches, local_training, read_result, write_workload  # noqa: E402
 
 __all__ = ["FlowerRun", "SharedBatches", "local_training", "run_flower", "version", "app_dir", "initial_weight",
@@ -70,8 +71,6 @@ APP_DIR = Path(__file__).resolve().parent / "flower-app"
 
 
 def version() -> str:
-    from importlib.metadata import version as installed
-
     return installed("flwr")
 
 
@@ -116,15 +115,16 @@ def run_flower(factory, trace, eta_l: float, local_steps: int, seed: int = 0, cp
                client_cpus: int = 1, timeout: float = 1800.0) -> FlowerRun:
     """FedAvg on ``factory()`` (a zero-argument callable returning a multi-class
     ``Logistic``) along ``trace``, Flower's App :func:`app_dir` run by ``flwr run`` in Flower's
-    Simulation Runtime (:func:`verify.flower.run_app`), float32 on the CPU, with the engine's
+    Simulation Runtime (:func:`verify.records.flower.run_app`), float32 on the CPU, with the engine's
     data, batches, participation and aggregation (module docstring); η_g = 1.
 
     Ray gets ``cpus`` CPUs (default: those this process may use) and each ClientApp
     ``client_cpus`` of them (a whole number, as Flower's federation config takes it), so
     ``cpus // client_cpus`` clients train at once. Flower's own default, 2 CPUs per ClientApp,
-    trains one client at a time on a 2-CPU machine and was about 3x slower there than 1 CPU
-    per client. Raises RuntimeError (``verify.flower.FlowerRunError``, one line with Flower's
-    reason) when the run fails (a ClientApp error stops it) or takes more than ``timeout`` s.
+    would train one client at a time on a 2-CPU machine; with 1 CPU per client as many
+    clients train at once as there are CPUs. Raises RuntimeError
+    (``verify.records.flower.FlowerRunError``, one line with Flower's reason) when the run fails (a
+    ClientApp error stops it) or takes more than ``timeout`` s.
     """
     problem = factory()
     if getattr(problem, "binary", True) or not hasattr(problem, "data"):

@@ -4,7 +4,7 @@ The App is the directory ``verify/bench/flower-app`` shipped in the package; its
 ``pyproject.toml`` names ``verify.bench.flower_workload:server_app`` and
 ``verify.bench.flower_workload:client_app``, which Flower imports in the processes ``flwr run``
 starts (:func:`verify.bench.flower_baseline.run_flower` runs it through
-:func:`verify.flower.run_app`). Importing this module imports Flower (``flwr``).
+:func:`verify.records.flower.run_app`). Importing this module imports Flower (``flwr``).
 
 The App is written the way Flower's documentation writes a PyTorch app, on the message API: a
 ``ClientApp`` whose ``train`` function loads the global model into a ``torch.nn.Linear`` module,
@@ -214,7 +214,7 @@ def fedavg_rounds(grid: Grid, mask: np.ndarray, initial: torch.Tensor) -> dict:
     """Find which SuperNode holds which partition (the query round), then FedAvg along ``mask``
     from ``initial``: {``weight``: the final weight, ``round-seconds``: the rounds' wall time,
     ``rounds-start``/``rounds-end``: their wall-clock times, ``rounds``: T}."""
-    from ..flower import wait_for_nodes
+    from ..records.flower import wait_for_nodes
 
     mask = np.asarray(mask, dtype=bool)
     nodes = wait_for_nodes(grid, mask.shape[1], _CONNECT_TIMEOUT)

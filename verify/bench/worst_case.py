@@ -12,6 +12,14 @@ agree to the solvers' accuracy: the ratio is one of equal work.
 from __future__ import annotations
 
 import time
+import warnings
+
+from participation import preset
+
+from .rows import Ratio
+from ..worst_case import FunctionClass, active_sets, programme_size, worst_case
+from ..worst_case.programme import _build
+from ..worst_case.theorem_bounds import default_per_round
 
 __all__ = ["SIZES", "QUICK_SIZES", "worst_case_row", "worst_case_ratios"]
 
@@ -36,12 +44,6 @@ def _timed(fn):
 def worst_case_row(name: str, n_clients: int, local_steps: int, rounds: int):
     """One row: the worst case of ``name`` at (N, K, T), direct Clarabel against PEPit's cvxpy path."""
     import algorithms
-    from participation import preset
-
-    from .rows import Ratio
-    from ..worst_case import FunctionClass, active_sets, programme_size, worst_case
-    from ..worst_case.theorem_bounds import default_per_round
-    from ..worst_case.programme import _build
 
     trace = preset("P1", n_clients=n_clients, per_round=default_per_round(n_clients)).sample(rounds, seed=0)
     alg = algorithms.get(name, eta_l=0.03, eta_g=0.6, local_steps=local_steps)
@@ -66,8 +68,6 @@ def worst_case_ratios(quick: bool = False) -> list:
     """The worst-case rows (``quick``: two small programmes), after one tiny programme on each path
     so that no row pays for loading PEPit, cvxpy or Clarabel. The cvxpy path's warnings (an
     inaccurate solution) are kept out of the bench's output; the note shows both values."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         worst_case_row("fedsum-b", 2, 1, 2)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from importlib import import_module
 
 from .commands import stdout_to_devnull
@@ -68,8 +69,6 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 
 
 def main(argv=None) -> int:
-    import warnings
-
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning
         return _main(argv)

@@ -39,12 +39,18 @@ trace's own numbers.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..report import figure, number, save_figure, write_csv, write_json
+from participation import Trace, delay_metrics
+from participation.datasets import mobiperf
+from participation.validation import finite_real, integer
+
+from .report_statistics import exponent, power_law
+from ..report import atomic_write, figure, number, save_figure, write_csv, write_json
 
 #: The lemma that covers each FedSUM variant at arbitrary admissible step sizes.
 LEMMAS = {"fedsum-b": "fedsum.lemma_c6", "fedsum": "fedsum.lemma_d6", "fedsum-cr": "fedsum.lemma_e6"}
@@ -70,7 +76,6 @@ def delay_family(n_clients: int, rate: float = 0.2, rounds: int = 400, seed: int
     """Patterns of about ``rate`` participation spanning τ from its smallest (cyclic blocks) to
     long absences (on/off cycles of period 80, the fleet), and a group at half and twice the rate."""
     from participation.patterns import Bernoulli, Cyclic, OnOffCycles, ReshuffledCyclic, Uniform
-    from participation.validation import finite_real, integer
 
     n = integer(n_clients, "n_clients", 2)
     rate = finite_real(rate, "rate", above=0.0)
@@ -95,9 +100,6 @@ def _fleet_members(n: int, rounds: int, seed: int, count: int) -> list[Member]:
     """``count`` random subsets of ``n`` devices of the MobiPerf fleet (its first ``rounds``
     10-minute rounds; devices never available in them left out, as they would never train),
     each a fixed trace; their rate is the fleet's, not the family's."""
-    from participation import Trace
-    from participation.datasets import mobiperf
-
     fleet = mobiperf()
     if rounds > fleet.n_rounds or n > fleet.n_clients:
         return []
@@ -115,8 +117,6 @@ def _fleet_members(n: int, rounds: int, seed: int, count: int) -> list[Member]:
 
 def _trace(member: Member, rounds: int, seed: int):
     """The member's trace over ``rounds`` rounds (a fixed trace: its first ``rounds``)."""
-    from participation import Trace
-
     if isinstance(member.pattern, Trace):
         return member.pattern if member.pattern.n_rounds <= rounds else Trace(np.asarray(member.pattern.mask)[:rounds])
     return member.pattern.sample(rounds, seed=seed)
@@ -182,8 +182,6 @@ def run(algorithm: str, problem, rounds: int, *, members=None, rate: float = 0.2
 
 
 def _tau(trace) -> tuple[int, float]:
-    from participation import delay_metrics
-
     d = delay_metrics(trace)
     return int(d.tau_max), float(d.tau_avg)
 
@@ -221,10 +219,6 @@ def estimate_seconds(algorithm: str, problem, rounds: int, *, members, seeds, lo
     rounds. The horizon starts at one round and grows fourfold until a check takes
     ``TIMED_SECONDS``. Sampling the traces is timed on that horizon and scaled; the anchors of
     the fixed and safe regimes cost a check of one seed."""
-    import time
-
-    from participation import Trace
-
     from ..checking import check
 
     n = problem.n_clients
@@ -321,8 +315,6 @@ def slope_table(rows: list[dict], level: float = 0.95) -> list[str]:
     against τ_max and 1+τ_avg, over the patterns of about the same rate (fleet subsets
     included), and again without the fleet subsets when there are any, each with its Student-t
     interval on n − 2 degrees of freedom."""
-    from .report_statistics import exponent, power_law
-
     same = [r for r in rows if r["group"] != "other rate"]
     subsets = [("", same)]
     if any(r["group"] == "fleet" for r in same):
@@ -391,8 +383,6 @@ def plot(rows: list[dict], regime: str, path, title: str = "") -> Path:
 
 def write(rows: list[dict], folder, *, setting: dict, title: str = "") -> list[Path]:
     """delays.json, delays.csv, delays.md and one delays-<regime>.png per regime in ``folder``, atomically."""
-    from ..report import atomic_write
-
     folder = Path(folder)
     flat = [{k: v for k, v in r.items() if k != "terms"} for r in rows]
     text = table(rows)

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +41,7 @@ import numpy as np
 
 from ..algorithm_styles import style
 from ..report import figure, number, save_figure, write_csv, write_json
+from participation.budget import human_bytes, require_memory
 from participation.validation import integer
 
 ALGORITHMS = ("fedsum", "fedsum-cr", "fedavg", "fedau", "fedawe", "fedvarp", "mifa", "scaffold")
@@ -116,8 +119,6 @@ def check_batch(batch_size: int, n_samples: int, n_clients: int, dataset: str, i
 
     from algorithms.problems import models
 
-    from participation.budget import human_bytes, require_memory
-
     integer(batch_size, "the mini-batch")
     if batch_size > n_samples:
         raise ValueError(f"the mini-batch of {batch_size} (--batch) is larger than the {n_samples} training samples")
@@ -137,8 +138,6 @@ def check_sizes(n_clients: int, rounds: int, patterns=PATTERNS) -> None:
     """Refuse, before any run, an experiment whose traces (one per pattern, T × N booleans, all held
     while the runs go) and one run's history (``HISTORY_BYTES`` a round) need more than the memory
     limit: a one-line ValueError naming the need and the limit."""
-    from participation.budget import require_memory
-
     count = len(tuple(patterns))
     require_memory(rounds * (count * n_clients + HISTORY_BYTES),
                    f"experiment at T={rounds}, N={n_clients}: the traces of {count} pattern{'s' * (count != 1)} "
@@ -171,8 +170,6 @@ def fedsum_experiment(problem, rounds: int = 100, *, algorithms=ALGORITHMS, patt
     ``<sha256 of its configuration>.json`` (``problem_key``, a JSON-able description of the
     problem, is part of it; default ``repr(problem)``) and a run already saved is read back,
     not run again."""
-    import time
-
     from algorithms import get, run_batch
     from participation import preset
 
@@ -477,9 +474,6 @@ def estimate_seconds(problem, rounds: int, algorithms=ALGORITHMS, patterns=PATTE
     runs take at most ``TIMED_STEPS`` local steps; a training round of K more is scaled up in
     proportion (its cost is K mini-batch steps of every client taking part), so that the
     estimate of a huge K is quick."""
-    import math
-    import time
-
     steps = options.get("local_steps", 10)
     timed_steps = min(steps, TIMED_STEPS)
     first = dict(algorithms=tuple(algorithms)[:1], patterns=tuple(patterns)[:1],

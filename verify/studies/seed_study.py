@@ -37,8 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .experiment import ALGORITHMS, read_saved_run
 from ..algorithm_styles import style
-from ..report import figure, number, save_figure, write_csv, write_json
+from ..report import atomic_write, figure, number, save_figure, write_csv, write_json
 from .report_statistics import SECOND_DIFFERENCE_SCALE, comparisons, holm_markdown
 from .report_statistics import late_variability as robust_late_variability
 
@@ -130,8 +131,6 @@ class SeedStudy:
     @property
     def algorithms(self) -> list[str]:
         """In the experiment's order (FedSUM Fig. 1's), others by name after them."""
-        from .experiment import ALGORITHMS
-
         names = set(a for a, _ in self.runs)
         return sorted(names, key=lambda a: (ALGORITHMS.index(a) if a in ALGORITHMS else len(ALGORITHMS), a))
 
@@ -232,8 +231,6 @@ def collect(folder, *, eta_l: float | None = None, eta_g: float | None = None) -
     of several (other than in seed and horizon) are a ValueError naming how many there are. Two
     runs of one algorithm, pattern and seed must agree on their common recorded rounds (the
     longer is kept)."""
-    from .experiment import read_saved_run
-
     folder = Path(folder)
     runs_folder = folder / "runs" if (folder / "runs").is_dir() else folder
     files = sorted(runs_folder.glob("*.json"))
@@ -449,8 +446,6 @@ def plot(study: SeedStudy, path, from_round: int | None = None) -> Path:
 
 def write(study: SeedStudy, folder, *, at_rounds=(), pairs=(), reference: str | None = None) -> list[Path]:
     """seeds.json, seeds.csv, seeds.md and seeds.png in ``folder``, atomically."""
-    from ..report import atomic_write
-
     folder = Path(folder)
     rows = [{"algorithm": a, "pattern": p, "seed": s, "round": int(t), "loss": float(c["loss"][k]),
              "accuracy": float(c["accuracy"][k]) if c["accuracy"].size > k else "",

@@ -47,8 +47,11 @@ from pathlib import Path
 
 import numpy as np
 
+from participation.delays import delay_metrics
+
 from .cell_store import cell_key, load_cell, save_cell
 from ..report import atomic_write, figure, number, save_figure, write_csv, write_json
+from ..worst_case import FunctionClass, programme_size, worst_case
 
 __all__ = ["ALGORITHMS", "STEPS", "Design", "EqualTau", "design", "quick_design", "plan", "Plan", "cell_key",
            "solve_cell", "load_cell", "pending", "predicted_seconds", "run", "collect", "markdown", "write", "load",
@@ -171,8 +174,6 @@ def trace_text(sets) -> str:
 
 
 def _delays(mask) -> tuple[int, float]:
-    from participation.delays import delay_metrics
-
     d = delay_metrics(np.asarray(mask, dtype=bool))
     return int(d.tau_max), float(d.tau_avg)
 
@@ -281,16 +282,12 @@ def cell_config(algorithm: str, n: int, k: int, eta_l: float, eta_g: float, sets
 
 def predicted_seconds(config: dict) -> float:
     """The cell's predicted solve time (``verify.worst_case.programme_size``)."""
-    from ..worst_case import programme_size
-
     return programme_size(config["algorithm"], config["sets"], config["n_clients"], config["local_steps"]).seconds
 
 
 def solve_cell(config: dict) -> dict:
     """The worst case of one cell (``verify.worst_case.worst_case``, no time limit)."""
     from algorithms import get
-
-    from ..worst_case import FunctionClass, worst_case
 
     alg = get(config["algorithm"], eta_l=config["eta_l"], eta_g=config["eta_g"], local_steps=config["local_steps"])
     wc = worst_case(alg, config["sets"], FunctionClass(**config["class"]), measure=config["measure"],

@@ -23,13 +23,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cached_property, lru_cache
+from importlib import metadata
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
+from participation import Trace
+
 from . import worst_case_cells
 from .spec import KINDS, _toml
+from ..choices import build_problem, scaled_preset
+from ..jobs import check_cell, delay_case
 from ..report import number
 
 __all__ = ["SCHEMA_VERSION", "Cell", "cell_key", "run_cell"]
@@ -72,8 +77,6 @@ def _scaled_pattern(name: str, n_clients: int | None):
     """Preset ``name`` (its own size when ``n_clients`` is None, else scaled like ``fedverify check``)."""
     from participation.patterns import preset
 
-    from ..choices import scaled_preset
-
     return preset(name) if n_clients is None else scaled_preset(name, n_clients)
 
 
@@ -106,7 +109,6 @@ def _one_torch_thread():
 @lru_cache(maxsize=4)
 def _problem_and_constants(name: str, n_clients: int):
     """The named problem with ``n_clients`` and its constants, as ``fedverify check`` builds them."""
-    from ..choices import build_problem
     from ..constants import estimate_constants
 
     problem = build_problem(name, n_clients)
@@ -118,7 +120,6 @@ def _check_source(cell: Cell):
     config = cell.config
     if "trace_sha256" not in config:
         return _scaled_pattern(config["pattern"], config["n_clients"])
-    from participation import Trace
 
     path = Path(cell.trace_file)
     if _file_sha256(path) != config["trace_sha256"]:
@@ -137,10 +138,6 @@ def _final_values(history, problem) -> tuple[float, float | None]:
 
 
 def _run_check(cell: Cell) -> dict:
-    from participation import Trace
-
-    from ..jobs import check_cell
-
     c = cell.config
     problem, consts = _problem_and_constants(c["problem"], c["n_clients"])
     source = _check_source(cell)
@@ -158,8 +155,6 @@ def _run_check(cell: Cell) -> dict:
 
 
 def _run_monte_carlo(cell: Cell) -> dict:
-    from ..jobs import delay_case
-
     c = cell.config
     pattern = _scaled_pattern(c["pattern"], c["n_clients"])
     case = delay_case(pattern, c["rounds"], c["reps"], c["seed"], confidence=c["confidence"], progress=False)
@@ -190,8 +185,6 @@ def _jsonable(value):
 
 @lru_cache(maxsize=1)
 def _package_version() -> str:
-    from importlib import metadata
-
     try:
         return metadata.version("fedverify")
     except metadata.PackageNotFoundError:   # a source checkout: read pyproject.toml

@@ -21,9 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
+from participation import Trace
+from participation.budget import require_memory
+
 from . import worst_case_cells
 from .cells import Cell, _file_sha256, _scaled_pattern
 from .spec import KINDS, Spec, _as_spec, _short
+from ..choices import PROBLEMS, TRACE_SUFFIXES, canonical, problem_bytes
 
 __all__ = ["count_cells", "iter_cells", "expand"]
 
@@ -58,8 +62,6 @@ class _Resolver:
         return self.theorems[name]
 
     def problem(self, name: str) -> str:
-        from ..choices import PROBLEMS
-
         if name not in PROBLEMS:
             raise ValueError(f"unknown problem {_short(name)}; choose from {', '.join(PROBLEMS)}")
         return name
@@ -80,8 +82,6 @@ class _Resolver:
     def _pattern(self, text: str, files: bool):
         from participation.patterns import preset_names
 
-        from ..choices import TRACE_SUFFIXES, canonical
-
         label = canonical(text)
         if label in preset_names():
             return label, {}, None, None
@@ -91,7 +91,6 @@ class _Resolver:
             raise ValueError(f"unknown pattern {_short(text)}: not {what}; presets: {', '.join(preset_names())}")
         if not path.is_file():
             raise ValueError(f"trace file {_short(text)} not found in {str(self.base)!r}")
-        from participation import Trace
 
         trace = Trace.load(path)
         self.file_rounds[str(path.resolve())] = trace.n_rounds
@@ -119,8 +118,6 @@ def count_cells(spec) -> int:
 def _check_size(spec: Spec) -> int:
     """``count_cells(spec)``, or a one-line ValueError when it is above the spec's
     ``max_cells`` or the table of that many cells would not fit the memory budget."""
-    from participation.budget import require_memory
-
     n = count_cells(spec)
     if n > spec.max_cells:
         raise ValueError(f"the spec has {n:,} cells, more than the limit of {spec.max_cells:,}; "
@@ -208,15 +205,11 @@ def _check_cell_sizes(tables: Sequence[_Table], file_rounds: Mapping[str, int]) 
 
 def _refuse_cells(where: str, fields: Mapping, nbytes: float, what: str) -> None:
     """``require_memory`` for the cells of table ``where`` with these ``fields`` (name → value)."""
-    from participation.budget import require_memory
-
     cells = ", ".join(f"{key} = {_short(value)}" for key, value in fields.items())
     require_memory(nbytes, f"{where} cells with {cells}: {what}")
 
 
 def _check_run_sizes(where: str, axes: Mapping, file_rounds: Mapping[str, int]) -> None:
-    from ..choices import problem_bytes
-
     n, rounds, runs = max(axes["n_clients"]), max(axes["rounds"]), max(axes["runs"])
     run = max(rounds if path is None else min(rounds, file_rounds[path]) for _, _, path in axes["patterns"])
     _refuse_cells(where, {"rounds": rounds, "n_clients": n}, run * (n + _HISTORY_BYTES), "one run's trace and history")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from . import worst_case_cells
+from ..choices import CHECK_ALGORITHMS, DEFAULT_CLIENTS, MAIN_PRESETS
 
 __all__ = ["SPEC_FORMAT", "EXAMPLE_SPEC", "KINDS", "MAX_CELLS", "MAX_SPEC_DEPTH", "MAX_SPEC_BYTES", "Spec",
            "parse_spec", "load_spec"]
@@ -181,16 +182,12 @@ def _fraction(low: float, high: float, closed_low: bool):
 
 
 def _check_defaults() -> dict:
-    from ..choices import CHECK_ALGORITHMS, DEFAULT_CLIENTS, MAIN_PRESETS
-
     return {"problems": ("quadratic",), "algorithms": CHECK_ALGORITHMS, "patterns": MAIN_PRESETS,
             "theorems": ("fedsum.theorem_4_1",), "n_clients": (DEFAULT_CLIENTS,), "rounds": (500,),
             "local_steps": (5,), "seeds": (0,), "runs": (5,), "confidence": (0.95,)}
 
 
 def _mc_defaults() -> dict:
-    from ..choices import MAIN_PRESETS
-
     return {"patterns": MAIN_PRESETS, "n_clients": (None,), "rounds": (2000,), "reps": (1000,), "seeds": (0,),
             "confidence": (0.95,)}
 

@@ -11,6 +11,10 @@ arXiv:2312.12670 Thms 4.1, 4.6).
 """
 from __future__ import annotations
 
+import math
+import numbers
+from pathlib import Path
+
 __all__ = ["DEFAULTS", "COLUMNS", "keys", "fields", "run", "describe", "check_names", "summary"]
 
 #: The keys of a [worst_case] table with their defaults, in product order.
@@ -23,9 +27,6 @@ COLUMNS = ("traces", "solver", "worst_case", "status", "accuracy", "bound_valid"
 
 
 def _positive_number(value) -> float:
-    import math
-    import numbers
-
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"expected a finite number > 0, got {value!r}"[:120])
     return float(value)
@@ -85,7 +86,6 @@ def _source(cell):
     hash, cut to ``rounds``), or ``traces`` traces of seed ``seed`` drawn from the preset for a
     theorem in expectation over the participation, else its trace of seed ``seed``."""
     import hashlib
-    from pathlib import Path
 
     from participation import Trace
 

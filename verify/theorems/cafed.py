@@ -52,13 +52,15 @@ import numpy as np
 import sympy as sp
 import torch
 
+import algorithms
 from algorithms.cafed import ALGORITHMS
+from algorithms.problems import Quadratic
 from bounds import cafed as bc
 from bounds.core import Condition, Formula, Source, at_most, make_bound
 from participation.patterns import Markov
 
 from .contract import Plan, RecordReading, Setup, Theorem, option_number
-from .from_records import fitted_markov
+from .from_records import CAFED_CONSTANTS, fitted_markov, record_history
 from .search import space
 from .measures import client_minimisers, loss_gap_at_average, weighted_losses, weighted_minimum
 
@@ -109,8 +111,6 @@ class _RecordedObjectives:
     def constant(self, name: str) -> float:
         value = self.extra.get(name)
         if value is None:
-            from .from_records import CAFED_CONSTANTS
-
             raise ValueError(f"the record gives no constant {name}, which {self.theorem} needs: "
                              f"{CAFED_CONSTANTS[name]} (write it in the header's constants or pass constants=)")
         return float(value)
@@ -329,8 +329,6 @@ class _Context:
 def _context(setup: Setup, name: str, *, strong: bool = True, default_weights: str = "target") -> _Context:
     """What every CA-Fed plan reads: α, π, λ, μ (``strong``: a bound in κ = L/μ), the step sizes
     (12) and the algorithm, ``cafed-unbiased`` at ``default_weights`` unless ``weights=`` is given."""
-    import algorithms
-
     if setup.algorithm not in COVERS and setup.given is None:
         raise ValueError(f"{name} is checked on {', '.join(COVERS)} (FedAvg with weights q), not {setup.algorithm}")
     pi, lam, mu = _require(setup, name, strong=strong)
@@ -585,8 +583,6 @@ def record_constants(result, problem, records) -> list[dict]:
     F_B* at the record's own p = π ⊙̃ q (q its weights averaged over the rounds with clients, as
     the left side takes it). For eqs. (11) and (15), whose left side is ε_bias of each run, ε_bias
     = F(w_B*) − F* at the record's own p."""
-    from .from_records import record_history
-
     shared = {to: float(result.extras[name]) for name, to in RECORD_CONSTANTS.items()
               if isinstance(result.extras.get(name), (int, float)) and not isinstance(result.extras.get(name), bool)}
     per_run_bias = result.bound_name.split(".")[-1] in ("theorem_1_bias", "theorem_3")
@@ -627,8 +623,6 @@ _BIAS_LATEX = r"F(w_B^*) - F^*"
 def _seeds(T: int):
     """Two one-dimensional clients with optima apart (κ = 5): a fast and a slow chain, and two
     negatively correlated ones (λ = −0.3), under both step-size decays."""
-    from algorithms.problems import Quadratic
-
     problem = Quadratic(np.array([[1.0], [0.2]]), np.array([[1.0], [-1.0]]))
     return [(problem, Markov(np.array([0.9, 0.2]), np.array([0.0, 0.9])), {"decay": 1.0}),
             (problem, Markov(np.array([0.5, 0.5]), np.array([-0.3, -0.3])), {"decay": 0.75})]

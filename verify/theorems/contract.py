@@ -205,7 +205,7 @@ class RecordReading:
     ``estimate``: ``estimate(records) -> (pattern, note)``, the theorem's participation model
     fitted to the recorded S_t for a header saying ``availability: estimate`` (None: refused);
     ``constant_check``: how a record's constants are checked against its own numbers
-    (``verify.record_consistency.check_constants``): "mean", "largest" (a constant bounding every
+    (``verify.records.consistency.check_constants``): "mean", "largest" (a constant bounding every
     client's term) or None (the plan checks them); ``equal_weights``: whether the server must have
     weighted the replies equally (False where the weights are the algorithm's own);
     ``steps_outside(theorem, setup, plan, bound) -> str | None``: why the recorded step sizes lie outside

@@ -232,7 +232,7 @@ def require_model(records: list, theorem: Theorem) -> None:
 
 def record_setup(records: list, theorem: Theorem, given_constants: dict, confidence: float) -> tuple[Setup, list[str]]:
     """The plan's Setup for ``records`` (one setting, several seeds) and notes on what was read."""
-    from ..record_consistency import check_availability, check_equal_weights, check_same_setting
+    from ..records.consistency import check_availability, check_equal_weights, check_same_setting
 
     first = records[0]
     check_same_setting(records)

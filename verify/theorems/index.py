@@ -13,6 +13,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from . import _registry
+
 __all__ = ["INDEX_PATH", "load_index", "build_index", "write_index"]
 
 INDEX_PATH = Path(__file__).with_name("index.json")
@@ -26,8 +28,6 @@ def load_index() -> dict[str, str]:
 
 def build_index() -> dict[str, str]:
     """The index as the declarations give it (imports every paper's theorems)."""
-    from . import _registry
-
     return {name: theorem.summary for name, theorem in _registry().items()}
 
 

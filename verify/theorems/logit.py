@@ -55,7 +55,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.optimize import linprog
+from scipy.sparse import csr_matrix
 
+import algorithms
 from algorithms.logit import LOGIT, unavailable
 from bounds import logit as bl
 from participation.patterns import Bernoulli
@@ -180,9 +183,6 @@ def _floor_given_C1(clients, errors, roots, C1: float, n_clients: int) -> np.nda
 
 def _least_envelope_slope(clients, errors, roots, n_clients: int) -> float:
     """C₁ of the linear programme min Σ_points (ε*_n + C₁x) s.t. ε*_n + C₁x ≥ e, ε*, C₁ ≥ 0 (HiGHS)."""
-    from scipy.optimize import linprog
-    from scipy.sparse import csr_matrix
-
     if errors.size == 0:
         return 0.0
     scale = float(errors.max())
@@ -279,8 +279,6 @@ def _given_generator(setup: Setup) -> dict:
 
 def _algorithm(setup: Setup, name: str):
     """The algorithm at Thm 1's step size (or the given one), with LOGIT's generator by default."""
-    import algorithms
-
     c0 = dataclasses.replace(setup.constants, zeta2=0.0, extra={**(setup.constants.extra or {}), bl.SURROGATE_KEY: 0.0})
     if setup.given is not None:
         algorithm, eta = setup.given, setup.given.eta_l

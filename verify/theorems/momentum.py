@@ -26,11 +26,13 @@ the proofs use A3 only at the iterates, so the measured value is the one they ne
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+import algorithms
 from bounds import momentum as bm
 from participation import Trace
 from participation.patterns import Cyclic, ReshuffledCyclic, Uniform
@@ -74,8 +76,6 @@ def largest_admissible(valid, start: float, rtol: float = 1e-3) -> float:
 def _defaults(name: str) -> tuple[float, float]:
     """(β, ν) of ``algorithms.get(name)`` at its defaults (ν of FedAvgM and FedNAG is fixed by β,
     :data:`_NU`; FedAvg is β = ν = 0)."""
-    import algorithms
-
     if name == "fedavg":
         return 0.0, 0.0
     alg = algorithms.get(name)
@@ -115,8 +115,6 @@ def _given_schedule(setup: Setup) -> bm.StageSchedule | None:
 
 
 def _build(setup: Setup, schedule: bm.StageSchedule, autonomous: bool):
-    import algorithms
-
     if setup.given is not None:
         return setup.given
     K = setup.local_steps
@@ -144,8 +142,6 @@ def _sigma_g2(setup: Setup, histories) -> tuple[float, str]:
 
 
 def _constants(setup: Setup, sigma_g2: float):
-    import dataclasses
-
     return dataclasses.replace(setup.constants, zeta2=sigma_g2)
 
 
@@ -227,8 +223,6 @@ def _plan(setup: Setup, *, name: str, statement: Statement) -> Plan:
         m = _uniform_m(setup, name, any_rule=statement.participation == "m-per-round")
     K = setup.local_steps
     if autonomous:
-        import algorithms
-
         probe = setup.given or algorithms.get("fedgm-autonomous", local_steps=K,
                                               **{k: v for k, v in setup.hparams.items() if k in ("max_delay", "max_epochs")})
         max_delay, max_epochs = probe.max_delay, probe.max_epochs
@@ -294,8 +288,6 @@ def _admitted_note(schedule, bound_at, steps: float, L: float) -> str:
     """When the given η_l breaks a hypothesis: the η_l the theorem admits with the same server
     schedule (η, β, ν per stage), found as the largest valid one (the hypotheses hold below a
     threshold in η_l); empty when the given one is admitted or none is."""
-    import dataclasses
-
     if bound_at(schedule).valid:
         return ""
     try:

@@ -22,11 +22,16 @@ PEPit, cvxpy and the solvers load only when a programme is solved.
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from participation import Trace
+from participation.budget import positive_setting
+
+from .conic import solve_clarabel
 from .function_class import RELAXATION, FunctionClass
 from .transcriptions import SUPPORTED, iterates
 
@@ -108,8 +113,6 @@ class Size:
 def active_sets(trace, n_clients: int | None = None) -> tuple[list[list[int]], int]:
     """(S_0, …, S_{T−1}, N) of a ``participation.Trace``, a (T, N) 0/1 array, or a list of
     active-id lists with ``n_clients``."""
-    from participation import Trace
-
     if isinstance(trace, Trace):
         mask = trace.mask
     elif isinstance(trace, np.ndarray) and trace.ndim == 2:
@@ -150,10 +153,6 @@ def programme_size(name: str, sets, n_clients: int, local_steps: int) -> Size:
 def _limit(max_seconds) -> float:
     """The solve time a programme may be predicted to take: ``max_seconds`` (``math.inf``: no limit), else
     ``FEDVERIFY_WORST_CASE_SECONDS``, else :data:`DEFAULT_SECONDS`."""
-    import numbers
-
-    from participation.budget import positive_setting
-
     if max_seconds is not None:                    # math.inf: no limit
         if isinstance(max_seconds, bool) or not isinstance(max_seconds, numbers.Real) or not max_seconds > 0:
             raise ValueError(f"max_seconds must be a number > 0 (math.inf for no limit), got {max_seconds!r}")
@@ -269,8 +268,6 @@ def _solve(pep, solver: str):
     """(dual value, primal value, status, solver name); value None when unbounded."""
     name = solver.upper()
     if solver == "clarabel":
-        from .conic import solve_clarabel
-
         pep._prepare_constraints(verbose=0)
         value, primal, status = solve_clarabel(pep)
         if status == "infeasible":

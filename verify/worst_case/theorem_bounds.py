@@ -28,9 +28,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from participation import Trace
+from participation.delays import delay_metrics
+
 from .coverage import COVERAGE, coverage, function_class_for
 from .function_class import FunctionClass
 from .programme import Size, WorstCase, _limit, active_sets, programme_size, worst_case
+from ..theorems import get
+from ..theorems.contract import Setup
 
 __all__ = ["Against", "PerTrace", "against", "THEOREMS", "EXPECTATION_LABEL", "default_theorem", "resolve_theorem", "pattern_for", "default_per_round", "sizes",
            "refuse_above_limit"]
@@ -196,8 +201,6 @@ def refuse_above_limit(algorithm: str, traces, local_steps: int, max_seconds=Non
 
 
 def _traces(traces, n_clients):
-    from participation import Trace
-
     if isinstance(traces, (Trace, np.ndarray)):
         traces = [traces]
     out = []
@@ -305,7 +308,6 @@ def _fedsum(name, algorithm, traces, consts, fc, hparams, given, expected_tau, p
     """FedSUM Thm 4.1, eq. (12) at each trace's τ, or Cor 4.1, eq. (13) at E[τ]."""
     import algorithms
     from bounds import fedsum
-    from participation.delays import delay_metrics
 
     lemma_name = algorithm if algorithm in fedsum.ALGORITHMS else "fedsum-b"
     notes = []
@@ -349,9 +351,6 @@ def _fedsum(name, algorithm, traces, consts, fc, hparams, given, expected_tau, p
 
 
 def _momentum_setup(name, algorithm, trace, consts, hparams, given_alg):
-    from ..theorems import get
-    from ..theorems.contract import Setup
-
     return get(name).plan(Setup(problem=None, algorithm=algorithm, hparams=hparams, given=given_alg, constants=consts,
                                 trace=trace, pattern=None, seeds=(0,)))
 
@@ -405,8 +404,6 @@ def _momentum(name, algorithm, traces, consts, fc, hparams, given, solver, max_s
     steps = {"eta_l": float(engine.eta_l), "eta_g": float(engine.eta_g)}
     cases = []
     for trace in traces:
-        from participation.delays import delay_metrics
-
         m = delay_metrics(trace)
         wc = worst_case(engine, trace, fc, solver=solver, max_seconds=max_seconds)
         cases.append(PerTrace(int(m.tau_max), float(m.tau_avg), steps, wc))

@@ -1,5 +1,5 @@
 """The ServerApp: Flower's FedAvgM (or FedAvg, run config ``strategy``) wrapped in
-``verify.flower.RecordingStrategy``, one recorded run per trace seed.
+``verify.records.flower.RecordingStrategy``, one recorded run per trace seed.
 
 S_t is imposed: m of the N clients uniformly without replacement each round (fedverify's preset
 P1), so the header declares ``availability = {"model": "uniform", "m": m}`` and the records are
@@ -19,7 +19,7 @@ from flwr.serverapp.strategy import FedAvg, FedAvgM
 
 from participation import preset
 from verify import RunRecorder
-from verify.flower import RecordingStrategy, arrays_of, problem_measure, record_header
+from verify.records.flower import RecordingStrategy, arrays_of, problem_measure, record_header
 
 from fedverify_app.task import ETA_L, LOCAL_STEPS, N_CLIENTS, NOISE_SEED, constants, problem
 

@@ -13,7 +13,11 @@ silently ignored.
 """
 from __future__ import annotations
 
+import importlib.util
+import math
+import os
 import sys
+import time
 from pathlib import Path
 
 from ..usage import UsageError
@@ -26,8 +30,6 @@ def announce(text: str) -> None:
 def stdout_to_devnull() -> None:
     """Point file descriptor 1 at /dev/null, so that what is still buffered for a reader that
     has gone is dropped instead of failing again when Python flushes at exit."""
-    import os
-
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, sys.stdout.fileno())
@@ -97,9 +99,6 @@ def _mc_seconds(pattern, rounds: int, reps: int, method: str = "auto") -> float:
     worth of replicates; their difference gives the cost of a replicate, and the estimate is
     that of the chunks ``monte_carlo`` will draw (their count from its chunk size) and of the
     replicates."""
-    import math
-    import time
-
     from participation.expected import monte_carlo
     from participation.expected.montecarlo import _plan
 
@@ -207,7 +206,6 @@ def early_checks(*, theorem: str | None = None, plugins=(), patterns=(), records
     that is not one of ``fedverify bound --list`` (when no plugin could add it), a plugin file or
     module that does not exist, a trace file that does not exist, a run record that is not a
     file or whose first line is not JSON."""
-    import importlib.util
     import json
 
     from ...choices import TRACE_SUFFIXES
@@ -219,7 +217,6 @@ def early_checks(*, theorem: str | None = None, plugins=(), patterns=(), records
                 raise UsageError(f"plugin file {_quote(spec)} does not exist")
         elif not spec.strip() or importlib.util.find_spec(spec.split(".")[0]) is None:
             raise UsageError(f"plugin module {_quote(spec)} cannot be found (give a module name on the path or a .py file)")
-    import sys
 
     known = set(load_index())
     loaded = getattr(sys.modules.get("verify.theorems"), "__dict__", {})
@@ -231,7 +228,6 @@ def early_checks(*, theorem: str | None = None, plugins=(), patterns=(), records
         near = get_close_matches(theorem, sorted(known), n=1)
         raise UsageError(f"unknown theorem {_quote(theorem)}" + (f"; did you mean {near[0]}?" if near else "")
                          + " (fedverify bound --list names them all)")
-    import os
 
     for text in patterns:       # a link that exists but leads nowhere is left to the loader, which says why
         if Path(text).suffix.lower() in TRACE_SUFFIXES + (".jsonl",) and not os.path.lexists(text):
@@ -264,7 +260,6 @@ def _probe_folder(folder: Path, what: str) -> None:
     """Create ``folder`` (with its parents) and a named temporary file in it, then remove
     the file: what an atomic write will do. Pseudo file systems (/proc, /sys) refuse it here
     rather than after the work."""
-    import os
     import tempfile
 
     created = None                # the outermost folder the probe makes, removed after it: nothing is left behind
@@ -295,8 +290,6 @@ def writable_file(path, flag: str, inputs=()) -> Path:
     a regular file (a device, a pipe: the atomic write would replace it), names one of the
     command's ``inputs`` (the write would replace it), or lies in a folder that cannot be written
     to (probed as the atomic write will use it)."""
-    import os
-
     path = Path(check_path(path, flag))
     if path.is_dir():
         raise UsageError(f"{flag} {_quote(str(path))} is a folder; give a file name")

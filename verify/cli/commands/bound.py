@@ -3,6 +3,7 @@ its inputs (``--inputs``) and formula (``--latex``)."""
 from __future__ import annotations
 
 import inspect
+import sys
 
 from ..usage import UsageError
 from . import arguments, parse_setting
@@ -189,8 +190,6 @@ def add_arguments(parser) -> None:
 def run(args) -> str:
     if args.list:
         from ...theorems.index import load_index
-
-        import sys
 
         listed = load_index()
         loaded = sys.modules.get("verify.theorems")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from ...choices import (CHECK_ALGORITHMS, CONSTANT_SOURCES, DEFAULT_CLIENTS, MAIN_PRESETS, PAPERS,
@@ -181,8 +182,6 @@ TIMED_RUNS = 4
 def _announce_check(tables, problem, args, device, hparams) -> None:
     """Time a short batch of each algorithm, as the check will run it (its seeds × patterns in
     one batch), and say how long the whole check will take when that is long."""
-    import time
-
     import algorithms
     from participation import Trace
 

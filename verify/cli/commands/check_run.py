@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import math
+import stat
+from pathlib import Path
 
 from ..usage import UsageError
 from . import arguments, early_checks, load_plugins, writable_file
+from .check import add_worst_case
 
 HELP = "judge run records made anywhere (a training loop, Flower) against a theorem"
 
@@ -29,9 +32,6 @@ def _constants(args) -> dict | None:
     given = {}
     if args.constants is not None:
         from participation.files import strict_json
-
-        import stat
-        from pathlib import Path
 
         try:
             info = Path(args.constants).stat()
@@ -67,7 +67,6 @@ def add_arguments(parser) -> None:
                           ("--F0", "F_0 (FedSUM Thm 4.1)")):
         parser.add_argument(flag, type=float, default=None, help=f"{meaning}, overriding the records' header")
     arguments.add_confidence(parser)
-    from .check import add_worst_case
 
     add_worst_case(parser)
     arguments.add_plugin(parser)
@@ -82,7 +81,7 @@ def run(args) -> str:
         writable_file(args.json, "--json", inputs=[*args.records, getattr(args, "constants", None)])
     early_checks(theorem=args.theorem, plugins=args.plugin, records=args.records)
     load_plugins(args.plugin)
-    from ...record_checks import check_run
+    from ...records.checks import check_run
     from ...report import write_json
 
     result = check_run([str(p) for p in args.records], args.theorem, constants=_constants(args),

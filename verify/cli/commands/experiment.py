@@ -6,10 +6,11 @@ and refuses work estimated above ``LONG_SECONDS`` unless given --long."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from pathlib import Path
 
-from ...choices import EXPERIMENT_ROUNDS, PROBLEMS
+from ...choices import EXPERIMENT_ROUNDS, PROBLEMS, build_problem
 from ..usage import UsageError
 from . import (add_long_option, announce, arguments, device, load_plugins, progress_line, require_long, show_progress,
                writable_folder)
@@ -398,7 +399,6 @@ def _run_delays(args) -> str:
     writable_folder(Path(args.output), "--output", DELAY_FILES)
     from participation.budget import human_seconds, require_memory
 
-    from ...choices import build_problem
     from ...constants import estimate_constants
     from verify.studies import delay_study
 
@@ -513,7 +513,5 @@ def _run_measures(args) -> str:
 def _tightness_rows() -> list[dict]:
     """The rows of the tightness study saved with fedverify's source (its equal-τ traces and
     their exact worst cases), or none when the source tree is not there."""
-    import json
-
     saved = Path(__file__).resolve().parents[3] / "docs" / "reproductions" / "fedsum-tightness" / "tightness.json"
     return json.loads(saved.read_text(encoding="utf-8"))["rows"] if saved.is_file() else []

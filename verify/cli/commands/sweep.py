@@ -8,8 +8,10 @@ because it is not valid is one ``fedverify: warning:`` line on stderr.
 """
 from __future__ import annotations
 
+import _thread
 import argparse
 import sys
+import warnings
 
 from ...sweep.spec import SPEC_FORMAT
 from ..usage import UsageError
@@ -57,8 +59,6 @@ def _interrupt_again(previous):
         if hasattr(signal, "pthread_kill"):     # a real signal: it also ends a blocking wait
             signal.pthread_kill(main, signal.SIGINT)
         else:
-            import _thread
-
             _thread.interrupt_main()
 
     def hook(unraisable):
@@ -98,7 +98,6 @@ def add_arguments(parser) -> None:
 def run(args) -> str:
     """The cells of the spec that have no record yet, then the table of all of them."""
     import signal
-    import warnings
 
     from ...sweep import runner as sweep
     from ...sweep.executors import default_processes, open_executor

@@ -3,10 +3,13 @@ performance-estimation programme), beside a theorem's bound at the same step siz
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
+from types import SimpleNamespace
 
 from ..usage import UsageError
 from . import announce, arguments, check_path, parse_setting, writable_file
+from .delays import _trace
 
 HELP = "the exact worst case of an algorithm on a trace (performance estimation), beside a theorem's bound"
 
@@ -114,11 +117,7 @@ def _theorem_name(args, algorithm: str, full: bool) -> str:
 
 def _read_trace(args):
     """(trace, label) of --trace: a run record or a trace file, read as ``fedverify delays --trace`` reads them."""
-    from types import SimpleNamespace
-
     from participation.trace import regular_file_size
-
-    from .delays import _trace
 
     check_path(args.trace, "--trace")
     regular_file_size(args.trace, "--trace")
@@ -183,8 +182,6 @@ def _hparams(items) -> dict:
 
 def _finite(value):
     """JSON values: non-finite floats as the strings "inf", "-inf", "nan"."""
-    import math
-
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from participation.datasets import mobiperf
+
 __all__ = ["Member", "TraceCase", "members", "traces"]
 
 
@@ -81,8 +83,6 @@ def members(n_clients: int, rounds: int, rate: float) -> list[Member]:
 
 
 def _fleet_fits(n: int, rounds: int) -> bool:
-    from participation.datasets import mobiperf
-
     fleet = mobiperf()
     return rounds <= fleet.n_rounds and int(np.asarray(fleet.mask)[:rounds].any(axis=0).sum()) >= n
 
@@ -90,8 +90,6 @@ def _fleet_fits(n: int, rounds: int) -> bool:
 def _fleet_subset(n: int, rounds: int, seed: int) -> np.ndarray:
     """``n`` random devices of the MobiPerf fleet available at least once in its first ``rounds``
     10-minute rounds (a device never available would never train)."""
-    from participation.datasets import mobiperf
-
     window = np.asarray(mobiperf().mask)[:rounds]
     seen = np.flatnonzero(window.any(axis=0))
     devices = np.sort(np.random.default_rng(seed).choice(seen, size=n, replace=False))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...report import figure, number, save_figure, write_csv, write_json
+from ...report import atomic_write, figure, number, save_figure, write_csv, write_json
 
 __all__ = ["markdown", "findings", "write", "load", "FILES", "MIDDLE"]
 
@@ -288,7 +288,6 @@ def write(result: dict, analysis: dict, ranks: list[dict], folder) -> list[Path]
     trace_rows = _trace_rows(result)
     fields = list(trace_rows[0]) if trace_rows else ["problem"]
     paths.append(write_csv(folder / "traces.csv", trace_rows, fields))
-    from ...report import atomic_write
 
     paths.append(atomic_write(folder / "measures.md", lambda f: f.write(markdown(result, analysis, ranks))))
     paths.append(plot(result, folder / "measures.png"))
@@ -362,7 +361,6 @@ def write_page(folder, path=None) -> Path:
     it is there), written to ``path`` (default ``folder/report.md``)."""
     folder = Path(folder)
     cnn = load(folder / "cnn") if (folder / "cnn" / "measures.json").is_file() else None
-    from ...report import atomic_write
 
     text = page(load(folder), cnn)
     return atomic_write(Path(path) if path is not None else folder / "report.md", lambda f: f.write(text))

@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from participation import Trace
+
 from ...report import number
 
 __all__ = ["Design", "PROBLEMS", "CNN", "problem", "label_counts", "cell_config", "run_cell",
@@ -176,6 +178,4 @@ def run_cell(design: Design, problem_name: str, algorithm: str, scale: float, tr
 
 
 def algorithms_trace(mask: np.ndarray):
-    from participation import Trace
-
     return Trace(mask)

@@ -11,14 +11,17 @@ study's equal-τ traces.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from participation.measures import measures
+
 from .family import traces as family_traces
 from .models import compare
 from ..cell_store import cell_key, load_cell, save_cell
-from .runs import Design, algorithms_trace, cell_config, problem, run_cell
+from .runs import CNN, Design, algorithms_trace, cell_config, problem, run_cell
 
 __all__ = ["Plan", "plan", "pending", "run", "collect", "analyse", "quick_design", "cnn_design", "worst_case_ranks"]
 
@@ -34,8 +37,6 @@ def cnn_design() -> Design:
     """The smaller non-convex design: the digits CNN (Dirichlet(0.5) split), N = 10, T = 100,
     one trace per configuration, FedSUM-CR and FedAvg at two given local steps (the scaled
     steps from its estimated L are too small to train it)."""
-    from .runs import CNN
-
     return Design(n_clients=10, rounds=100, trace_seeds=1, noise_seeds=1, logistic_noise_seeds=1,
                   logistic_local_steps=2, algorithms=("fedsum-cr", "fedavg"), problems=(CNN,),
                   step_scales=(0.2,), skip_empty=False, step_rule="given")
@@ -79,8 +80,6 @@ def run(p: Plan, folder, *, on_cell=None) -> int:
 
 def _trace_measures(p: Plan) -> dict:
     """problem → list of each trace's measures (label measures on the logistic problems)."""
-    from participation.measures import measures
-
     period = max(1, round(1 / p.design.rate))
     out = {}
     for name in p.design.problems:
@@ -200,8 +199,6 @@ def worst_case_ranks(tightness_rows: list[dict]) -> list[dict]:
     has correlations of one sign and similar size in (a) and (b)."""
     from scipy.stats import spearmanr
 
-    from participation.measures import measures
-
     groups: dict = {}
     for r in tightness_rows:
         if r.get("kind") == "equal_tau" and r.get("worst_case") is not None:
@@ -233,11 +230,7 @@ def estimate_seconds(p: Plan, folder, *, probe_rounds: int = 4) -> float:
     for ``probe_rounds`` and for twice as many rounds, timed; the difference is the cost of a
     run's round, the rest the batch's fixed cost, each scaled to the cells' runs and rounds (the
     skip-empty reruns of the quadratic counted as further runs)."""
-    import time
-
     import algorithms
-
-    from .runs import algorithms_trace
 
     todo = pending(p, folder)
     if not todo:

@@ -81,7 +81,7 @@ def test_an_availability_model_that_is_not_a_name_is_refused(tmp_path):
 def test_constants_below_what_the_rounds_show_are_refused_not_judged(tmp_path, constants, words):
     """Δ_f = 0 with ‖∇f(x_0)‖² = 1 made every record 'violated' (a bound near 0); an L-smooth f
     has ‖∇f(x_0)‖² ≤ 2LΔ_f, F_0 ≥ ‖∇f(x_0)‖², and σ_g² bounds every round's heterogeneity."""
-    from verify.record_checks import check_run
+    from verify.records.checks import check_run
 
     rounds = [_round(0, heterogeneity=1.0), _round(1, heterogeneity=2.0)]
     assert check_run(_write(tmp_path, HEADER, rounds)).verdict in ("holds", "violated", "inconclusive")
@@ -94,6 +94,6 @@ def test_constants_below_what_the_rounds_show_are_refused_not_judged(tmp_path, c
 
 def test_a_record_without_a_seed_value_is_judged(tmp_path):
     """seed: null is allowed by the header; the record then counts as seed 0 (its position)."""
-    from verify.record_checks import check_run
+    from verify.records.checks import check_run
 
     assert check_run(_write(tmp_path, {**HEADER, "seed": None}, [_round(0), _round(1)])).seeds == (0,)

@@ -99,6 +99,7 @@ def test_a_pipe_or_device_is_refused_without_reading(tmp_path):
             load_record(path)
 
 
+@pytest.mark.slow
 def test_a_huge_record_is_refused_before_it_is_read(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDVERIFY_MEMORY_GB", "1")
     path = tmp_path / "sparse.jsonl"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from participation import patterns
-from verify.record_consistency import check_availability, check_same_setting
+from verify.records.consistency import check_availability, check_same_setting
 from verify.records import RunRecord
 
 N, T = 8, 200
@@ -124,7 +124,7 @@ def test_a_schedule_that_contradicts_the_headers_momentum_is_refused():
 
 def test_a_server_that_weighted_its_participants_unequally_is_refused():
     """Flower's FedAvgM weights replies by num-examples; Server momentum averages them equally."""
-    from verify.record_consistency import check_equal_weights
+    from verify.records.consistency import check_equal_weights
 
     mask = patterns.Uniform(N, 2).sample(T, seed=0).mask
     equal = np.where(mask, 0.5, np.nan)

@@ -71,8 +71,8 @@ def simulate(server_app, client_app, num_supernodes: int, *, cpus: int | None = 
     if importlib.util.find_spec("ray") is None:
         raise ModuleNotFoundError("Flower's simulation engine needs Ray: install with pip install \"flwr[simulation]\"",
                                   name="ray")
-    warnings.warn("verify.flower.simulate runs Flower's deprecated flwr.simulation.run_simulation; the supported path "
-                  "is a Flower App run by flwr run: verify.flower.run_app", FutureWarning, stacklevel=2)
+    warnings.warn("verify.records.flower.simulate runs Flower's deprecated flwr.simulation.run_simulation; the supported path "
+                  "is a Flower App run by flwr run: verify.records.flower.run_app", FutureWarning, stacklevel=2)
     for name, value in (("FLWR_TELEMETRY_ENABLED", "0"), ("RAY_USAGE_STATS_ENABLED", "0")):
         os.environ.setdefault(name, value)
     settings = config if config is not None else backend_config(cpus, client_cpus)

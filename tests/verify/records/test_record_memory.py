@@ -23,6 +23,7 @@ def _write(path):
     return path
 
 
+@pytest.mark.slow
 def test_reading_a_large_record_holds_its_masks_not_the_parsed_file(tmp_path):
     path = _write(tmp_path / "large.jsonl")
     size = path.stat().st_size
@@ -76,7 +77,7 @@ def test_judging_a_record_stays_within_what_its_budget_counts(tmp_path, theorem,
     """check_run's peak memory per (round, client) cell, measured, is within the masks' 2 bytes
     plus ``JUDGING_BYTES_PER_CELL``, the amount the limit is applied to before the record is read."""
     from verify import check_run
-    from verify.record_checks import JUDGING_BYTES_PER_CELL
+    from verify.records.checks import JUDGING_BYTES_PER_CELL
 
     rounds, clients = 300, 1500
     path = _judged_record(tmp_path / "run.jsonl", rounds, clients, **header)

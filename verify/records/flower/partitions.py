@@ -73,7 +73,7 @@ def discover_partitions(grid, n_clients: int, *, connect_timeout: float = 300.0,
     if failed:
         src, why = failed[0]
         raise RuntimeError(f"node {src} did not answer fedverify's partition query ({why}); register the answer on "
-                           "the ClientApp with verify.flower.answer_partition_queries(app)")
+                           "the ClientApp with verify.records.flower.answer_partition_queries(app)")
     if len(answers) < len(nodes):
         silent = sorted(set(int(n) for n in nodes) - set(answers))
         raise RuntimeError(f"{len(silent)} of {len(nodes)} nodes did not answer fedverify's partition query within "

@@ -1,5 +1,5 @@
 """The Flower App in examples/flower_app run as Flower means it to be run, ``flwr run`` (a local
-SuperLink in simulation mode that the CLI starts), through ``verify.flower.run_app``: its three
+SuperLink in simulation mode that the CLI starts), through ``verify.records.flower.run_app``: its three
 runs (one per trace seed) are recorded to three records, an existing record is never overwritten
 (the run goes to the next free name, with a warning in the log), each record follows its imposed
 trace (selected = replied = S_t) and repeats fedverify's ``fedavgm``, and the three together are
@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verify import flower as vf
+from verify.records import flower as vf
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 APP = ROOT / "examples" / "flower_app"
 SKIP_REASON = 'Flower (flwr) is not installed; pip install "fedverify[flower]" runs these tests'
 
@@ -119,7 +119,7 @@ def _requirements():
 
 def _mentioning(text: str) -> list[str]:
     """The command lines of the processes whose command line or environment mentions ``text``
-    (read from /proc, independently of verify.flower's own search)."""
+    (read from /proc, independently of verify.records.flower's own search)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

@@ -1,5 +1,5 @@
 """One writer per record, and no good round lost to a damaged tail: a second recorder resuming a
-record that another recorder holds is refused (so two writers can no longer append the same
+record that another recorder holds is refused (so two writers never append the same
 rounds), the record is released when its recorder closes, and a record whose tail is damaged
 names the line and still reads every complete round before it on request."""
 import json

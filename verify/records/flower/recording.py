@@ -2,7 +2,7 @@
 :func:`_recording_strategy_class` (it subclasses Flower's ``Strategy``, so building it imports Flower),
 wraps a Flower strategy, writes each training round into a ``RunRecorder`` and, given a trace, sends
 round t exactly to the partitions of S_t. Round indexing and what the imposed participation does to
-the wrapped strategy are in the ``verify.flower`` docstring.
+the wrapped strategy are in the ``verify.records.flower`` docstring.
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def _recording_strategy_class():
 
     class RecordingStrategy(Strategy):
         """A Flower strategy that records its rounds and, optionally, imposes a trace (see
-        ``verify.flower``).
+        ``verify.records.flower``).
 
         ``RecordingStrategy(strategy, recorder=None, *, trace=None, seed=None, measure=None,
         n_clients=None, partitions=None, connect_timeout=300.0, query_timeout=600.0)``:
@@ -250,7 +250,7 @@ def _recording_strategy_class():
 
 
 def __getattr__(name):
-    # the class this module's builder names (its __module__): the one verify.flower builds and keeps
+    # the class this module's builder names (its __module__): the one verify.records.flower builds and keeps
     if name == "RecordingStrategy":
         from . import RecordingStrategy
 

@@ -28,7 +28,7 @@ from verify import check_run
 from verify.cli import main
 from verify.records import SCHEMA_PATH, RunRecorder, load_record, record_from_history
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 N, D, T, K = 5, 3, 30, 2
 
 

@@ -15,7 +15,7 @@ from participation import Trace
 from participation.patterns import Bernoulli, Cyclic, Markov, Uniform
 from verify.checking import check
 from verify.check_tables import averaged_losses
-from verify.record_checks import check_run
+from verify.records.checks import check_run
 from verify.records import RunRecorder, algorithm_fields, availability_of, load_record, record_from_history
 
 N, K, T = 8, 2, 40

@@ -222,7 +222,7 @@ def run_app(app_dir, *, run_config: Mapping | None = None, num_supernodes: int, 
         command += ["--run-config", overrides]
     command += ["--federation-config",
                 f"num-supernodes={nodes} client-resources-num-cpus={client_cpus} init-args-num-cpus={cpus}"]
-    root = str(Path(__file__).resolve().parents[2])          # the directory holding verify/, participation/, ...
+    root = str(Path(__file__).resolve().parents[3])          # the directory holding verify/, participation/, ...
     with contextlib.ExitStack() as stack:
         home = Path(flower_home).expanduser().resolve() if flower_home is not None else \
             Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fedverify-flwr-home-",

@@ -1,4 +1,4 @@
-"""verify.flower: Flower runs recorded as fedverify run records, with an imposed trace.
+"""verify.records.flower: Flower runs recorded as fedverify run records, with an imposed trace.
 
 The tests marked by the ``flower`` fixture need Flower (``flwr``) and are skipped without it;
 the others run everywhere. Two slow tests run Flower's Simulation Runtime (Ray):
@@ -24,9 +24,9 @@ import algorithms
 import participation
 from algorithms.problems import Quadratic
 from verify import CheckResult, RunRecorder, check_run, load_record
-from verify import flower as vf
+from verify.records import flower as vf
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 N, D, K, T, S = 6, 3, 2, 8, 2
 ETA_L = 0.2
 SKIP_REASON = 'Flower (flwr) is not installed; pip install "fedverify[flower]" runs these tests'
@@ -74,7 +74,7 @@ def _path_recorder(problem):
 # --- without Flower -------------------------------------------------------------------------
 
 def test_importing_the_module_does_not_import_flower():
-    code = ("import sys, verify.flower as f; assert f.flower_available() in (True, False); "
+    code = ("import sys, verify.records.flower as f; assert f.flower_available() in (True, False); "
             "print(sorted(m for m in sys.modules if m == 'flwr' or m.startswith('flwr.')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -102,7 +102,7 @@ def test_a_missing_flower_is_one_line_saying_how_to_install(no_flower):
     assert err.value.name == "flwr"
     assert _one_line(err) == 'Flower (flwr) is not installed: install with pip install "fedverify[flower]"'
     with pytest.raises(ImportError) as err:
-        exec("from verify.flower import RecordingStrategy", {})
+        exec("from verify.records.flower import RecordingStrategy", {})
     assert 'pip install "fedverify[flower]"' in _one_line(err)
     for call in (lambda: vf.sgd_client_app(_problem(), ETA_L, K), lambda: vf.answer_partition_queries(object()),
                  lambda: vf.arrays_of(np.zeros(3)), lambda: vf.simulate(None, None, N),
@@ -116,7 +116,7 @@ def test_a_missing_flower_is_one_line_saying_how_to_install(no_flower):
 def test_what_needs_no_flower_works_without_it(no_flower):
     assert "RecordingStrategy" in dir(vf) and "RecordingStrategy" not in vf.__all__
     namespace = {}
-    exec("from verify.flower import *", namespace)          # a star import needs no Flower
+    exec("from verify.records.flower import *", namespace)          # a star import needs no Flower
     assert {"simulate", "run_app", "AppRun", "FlowerRunError", "format_run_config"} <= set(namespace)
 
 
@@ -268,7 +268,7 @@ def test_an_imposed_trace_repeats_fedverifys_fedavg(tmp_path, identity, noise_st
 @pytest.mark.parametrize("noise_std", [0.0, 0.3])
 def test_flowers_fedavgm_repeats_fedverifys_fedavgm_and_is_judged_against_server_momentum(tmp_path, identity, noise_std):
     """FedAvgM(η', β) in Flower under an imposed uniform trace is fedverify's ``fedavgm`` (the
-    mapping of verify.flower's docstring), and its record is judged against Server momentum Thm 4.6
+    mapping of verify.records.flower's docstring), and its record is judged against Server momentum Thm 4.6
     as ``check`` judges the engine's run."""
     from flwr.serverapp.strategy import FedAvgM
 
@@ -440,7 +440,7 @@ def test_simulate_warns_once_that_run_simulation_is_deprecated(flower, monkeypat
         deprecation = [w for w in caught if issubclass(w.category, FutureWarning)]
         assert len(deprecation) == 1 and deprecation[0].filename == __file__
         message = str(deprecation[0].message)
-        assert "deprecated flwr.simulation.run_simulation" in message and "verify.flower.run_app" in message
+        assert "deprecated flwr.simulation.run_simulation" in message and "verify.records.flower.run_app" in message
     assert [c["num_supernodes"] for c in calls] == [N, N] and calls[0]["server_app"] == "server"
     assert "run_app" in vf.simulate.__doc__ and "deprecated" in vf.simulate.__doc__
 
@@ -458,7 +458,7 @@ def test_the_readme_flower_example_runs_as_pasted(tmp_path):
     import re
 
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
-    source = next(b for b in blocks if "verify.flower" in b)
+    source = next(b for b in blocks if "verify.records.flower" in b)
     assert "run_app(" in source and "simulate" not in source
     shown = re.search(r"^# (holds\S* \(ref\): fedavg vs fedsum\.theorem_4_1: measured \S+)", source, re.M).group(1)
     participants = re.search(r"^# (\[\[.*\]\])$", source, re.M).group(1)
@@ -498,7 +498,7 @@ def test_simulate_runs_an_app_defined_in_python_and_warns(tmp_path, monkeypatch)
             strategy = vf.RecordingStrategy(_fedavg(), recorder, trace=trace, measure=vf.problem_measure(problem))
             strategy.start(grid=grid, initial_arrays=vf.arrays_of(problem.x0), num_rounds=10)
 
-    with pytest.warns(FutureWarning, match="verify.flower.run_app"):
+    with pytest.warns(FutureWarning, match="verify.records.flower.run_app"):
         assert vf.simulate(server_app, vf.sgd_client_app(problem, ETA_L, K, seed=0), 6, cpus=1) > 0
     record = load_record(tmp_path / "run.jsonl")
     assert np.array_equal(record.mask, trace.mask) and np.array_equal(record.selected, trace.mask)

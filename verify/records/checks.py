@@ -43,15 +43,15 @@ import numpy as np
 from algorithms import History
 from bounds.core import Constants
 
-from .checking import resolve_bound, resolve_theorem
-from .record_consistency import check_constants
-from .records import RunRecord, _finite, load_record
-from .theorems.contract import Setup
-from .theorems.delay import delay_plan
-from .theorems.delay import evaluate
-from .theorems.from_records import require_F0
-from .theorems.runner import judge_recorded, worst_case_column, worst_case_mode, worst_case_refusal
-from .verdicts import CheckResult, WorstCaseColumn
+from ..checking import resolve_bound, resolve_theorem
+from .consistency import check_constants
+from .format import RunRecord, _finite, load_record
+from ..theorems.contract import Setup
+from ..theorems.delay import delay_plan
+from ..theorems.delay import evaluate
+from ..theorems.from_records import require_F0
+from ..theorems.runner import judge_recorded, worst_case_column, worst_case_mode, worst_case_refusal
+from ..verdicts import CheckResult, WorstCaseColumn
 
 __all__ = ["check_run", "history_of"]
 
@@ -115,14 +115,14 @@ def _records(records) -> list[RunRecord]:
 
 
 def _same_setting(records: list[RunRecord], per_trace_steps: bool = False, replies: bool = True) -> list[RunRecord]:
-    """Records judged together share one setting (``verify.record_consistency.check_same_setting``:
+    """Records judged together share one setting (``verify.records.consistency.check_same_setting``:
     every header field but the seed, in either order, and no run twice); ``per_trace_steps``:
     their step sizes may differ (a bound in full expectation whose step sizes are prescribed per
     realised trace, FedSUM Cor 4.1 with Thm 4.1's). With ``replies``, each record's replies must
     agree with its header's participation model, and its server must have weighted the replies
     equally (FedSUM eq. (3) averages the participants equally); a theorem with a plan of its own
     checks both after its participation model (``verify.theorems.from_records.record_setup``)."""
-    from .record_consistency import check_availability, check_equal_weights, check_same_setting
+    from .consistency import check_availability, check_equal_weights, check_same_setting
 
     records = check_same_setting(records, free=("step_sizes",) if per_trace_steps else ())
     for record in records if replies else ():
@@ -221,7 +221,7 @@ def _delay_setup(records: list[RunRecord], theorem, spec, consts: Constants, con
     """The delay plan's Setup for ``records``: their traces and names, the step sizes each states
     (the first's as ``given_steps``, judged as given), the header's availability model as the
     pattern where the bound reads E[τ] or a pattern, and no problem or algorithm to run."""
-    from .theorems.from_records import availability_pattern, missing
+    from ..theorems.from_records import availability_pattern, missing
 
     first = records[0]
     pattern = None
@@ -286,8 +286,8 @@ def _seeds_of(records: list[RunRecord]) -> tuple[int, ...]:
 
 def _judge_plan(records: list[RunRecord], theorem, constants, confidence: float, worst_case=False) -> CheckResult:
     """A theorem with a plan (Server momentum, CA-Fed, LOGIT) judged on the records (module docstring)."""
-    from .theorems import from_records
-    from .theorems.runner import judge_recorded, make_plan
+    from ..theorems import from_records
+    from ..theorems.runner import judge_recorded, make_plan
 
     first = records[0]
     given = _given(first, constants)

@@ -14,9 +14,9 @@ from participation import Trace, preset
 from verify.checking import check
 from verify.records import record_from_history
 
-VERIFY = Path(__file__).resolve().parents[2] / "verify"
+VERIFY = Path(__file__).resolve().parents[3] / "verify"
 #: The judging path: record checks and the theorems' plans and judge.
-JUDGING = [VERIFY / "record_checks.py", *sorted((VERIFY / "theorems").glob("*.py"))]
+JUDGING = [VERIFY / "records" / "checks.py", *sorted((VERIFY / "theorems").glob("*.py"))]
 
 
 def _code(path: Path) -> str:
@@ -45,7 +45,7 @@ def delay_calls(monkeypatch):
     holds it (the delay plan, the judge, whichever imports it)."""
     import sys
 
-    import verify.record_checks  # noqa: F401
+    import verify.records.checks  # noqa: F401
     import verify.theorems.delay
     import verify.theorems.runner  # noqa: F401
     from participation.delays import delay_metrics
@@ -102,7 +102,8 @@ def test_check_run_computes_tau_once_per_record(tmp_path, delay_calls):
 def test_the_F0_probe_evaluates_the_bound_as_the_bound_itself_is_evaluated(tmp_path, monkeypatch):
     """A record without F0: the probe that asks whether the bound depends on F0 changes F0 alone,
     every other input (the FedSUM variant included) as in the bound judged."""
-    from verify import check_run, record_checks
+    from verify import check_run
+    from verify.records import checks as record_checks
 
     problem = Quadratic.random(4, 3, heterogeneity=1.0, noise_std=0.5, seed=1)
     trace = Trace(np.random.default_rng(2).random((15, 4)) < 0.5)

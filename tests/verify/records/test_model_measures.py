@@ -1,4 +1,4 @@
-"""verify.model_measures against fedverify's own problems (Logistic, Classifier: their full_grad,
+"""verify.records.model_measures against fedverify's own problems (Logistic, Classifier: their full_grad,
 client_grads, client_losses), least squares in closed form (∇f_i = X_iᵀ(X_i w − y_i)/n_i), and a
 hand-written FedAvg loop checked against the engine's final and averaged iterates."""
 import numpy as np
@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import algorithms
 from algorithms.problems import Classifier, Logistic, Quadratic, models
 from participation.patterns import Uniform
-from verify.model_measures import ModelMeasure, StepWeightedAverage
+from verify.records.model_measures import ModelMeasure, StepWeightedAverage
 
 TOL = 1e-10
 

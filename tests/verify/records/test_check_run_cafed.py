@@ -13,7 +13,7 @@ import pytest
 from algorithms.problems import Quadratic
 from participation.patterns import Markov
 from verify.cli import main
-from verify.record_checks import check_run
+from verify.records.checks import check_run
 from verify.records import load_record
 
 from .test_check_run_theorems import N, _cafed_recorded

@@ -1,13 +1,13 @@
 """Flower runs as fedverify run records, with a participation trace fedverify chooses.
 
-Flower (``flwr`` ≥ 1.41, its Message API) is optional: ``import verify.flower`` never imports
+Flower (``flwr`` ≥ 1.41, its Message API) is optional: ``import verify.records.flower`` never imports
 it, and whatever needs it imports it when used, failing with one line that says
 ``install with pip install "fedverify[flower]"`` when it is absent. Flower's Simulation Runtime
 (what :func:`run_app` and :func:`simulate` run) also needs Ray, Flower's ``simulation`` extra.
 
 What the pieces do
 ------------------
-* :class:`RecordingStrategy` (``from verify.flower import RecordingStrategy``) wraps a Flower
+* :class:`RecordingStrategy` (``from verify.records.flower import RecordingStrategy``) wraps a Flower
   strategy of the Message API, e.g. ``flwr.serverapp.strategy.FedAvg``, and is itself one:
   a ``ServerApp`` calls its ``start(grid=..., initial_arrays=..., num_rounds=...)`` as it
   would the wrapped strategy's. Each training round it
@@ -106,7 +106,7 @@ wrapped strategy (pass ``fraction_evaluate=0.0`` to ``FedAvg`` to skip them).
 
 Modules
 -------
-``verify.flower`` names every piece; they live in
+``verify.records.flower`` names every piece; they live in
 
 * ``dependency``: :func:`flower_available`, :func:`require_flower` and :data:`INSTALL_HINT`;
 * ``message_keys``: the discovery query's action and type, the partition-id key, :data:`ROUND_KEY`;

@@ -2,7 +2,7 @@
 sizes and β that Flower's ``FedAvg`` or ``FedAvgM`` amounts to. With equal client weights FedAvgM
 (server rate η', momentum β) is fedverify's ``fedavgm`` with η_g = η' and β, i.e. FedGM(η = η'/(1 − β),
 β, ν = 1) of Server momentum (Sun et al., AAAI 2024) Sec. 3, and FedAvg is ``fedavg`` with η_g = 1;
-the section "Server momentum" of the ``verify.flower`` docstring gives the whole mapping.
+the section "Server momentum" of the ``verify.records.flower`` docstring gives the whole mapping.
 """
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ FORMAT = "fedverify-run"
 VERSION = 2
 #: The versions this fedverify reads.
 READS = (1, 2)
-SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "run-record.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "run-record.schema.json"
 _HEADER_OPTIONAL = {"algorithm": str, "local_steps": int, "step_sizes": dict, "seed": int, "constants": dict,
                     "problem": (str, dict), "notes": str, "created": str, "hparams": dict, "schedule": dict,
                     "availability": dict}
