@@ -49,6 +49,7 @@ from participation import Trace, delay_metrics
 from participation.datasets import mobiperf
 from participation.validation import finite_real, integer
 
+from .cell_store import cell_key, load_cell, save_cell
 from .report_statistics import exponent, power_law
 from ..report import atomic_write, figure, number, save_figure, write_csv, write_json
 
@@ -122,14 +123,46 @@ def _trace(member: Member, rounds: int, seed: int):
     return member.pattern.sample(rounds, seed=seed)
 
 
+#: The row fields that hold numbers (a saved row gives them back as floats, non-finite ones included).
+_NUMBER_FIELDS = ("rate", "tau_max", "tau_avg", "measured", "lower", "upper", "bound", "tau_avg_term", "tau_max_term",
+                  "ratio", "eta_l", "eta_g", "loss")
+
+
+def _cell_config(key: dict, regime: str, member: Member) -> dict:
+    """The saved row's configuration: the study's setting (``key``: the problem and every option
+    that changes a row), the regime and the pattern."""
+    return {"study": "delays", **key, "regime": regime, "pattern": member.label, "group": member.group}
+
+
+def _saved_row(folder, key: dict, regime: str, member: Member) -> dict | None:
+    """The row saved for (regime, member) under ``key``, with its numbers as floats, or None."""
+    saved = load_cell(folder, cell_key(_cell_config(key, regime, member)))
+    if saved is None:
+        return None
+    row = dict(saved)
+    for name in _NUMBER_FIELDS:
+        row[name] = float(row[name])
+    row["terms"] = {k: float(v) for k, v in row["terms"].items()}
+    return row
+
+
+def _save_row(folder, key: dict, regime: str, member: Member, row: dict) -> None:
+    save_cell(folder, _cell_config(key, regime, member), {**row, "terms": {k: number(v) for k, v in row["terms"].items()}})
+
+
 def run(algorithm: str, problem, rounds: int, *, members=None, rate: float = 0.2, seeds=3, local_steps: int = 2,
         regimes=("theorem", "fixed", "safe"), given=None, constants=None, trace_seed: int = 0,
-        on_row=None) -> list[dict]:
+        on_row=None, folder=None, key: dict | None = None) -> list[dict]:
     """One row per (regime, member): the trace's τ_max and τ_avg and its rate, the measured left
     side (mean over ``seeds`` with one-sided 95% limits), the bound with its τ_avg and τ_max
     terms, the ratio measured/bound, the verdict with its marks, and the training loss
     f(x_{T−1}) of the first seed's run (its last iterate of the left side). ``given``: (η_l, η_g)
-    of the ``"given"`` regime."""
+    of the ``"given"`` regime.
+
+    With ``folder``, every row is saved as a cell of ``verify.studies.cell_store`` as soon as it
+    is judged, and a row already saved there under the same ``key`` (a dict naming the problem
+    and every option that changes a row: JSON numbers and text) is read instead of run again, so
+    a stopped study resumes; a regime whose rows are all saved skips its step-size search too."""
     from algorithms import get
 
     from ..checking import check
@@ -147,16 +180,28 @@ def run(algorithm: str, problem, rounds: int, *, members=None, rate: float = 0.2
         from ..constants import estimate_constants
 
         constants = estimate_constants(problem)
+    if (folder is None) != (key is None):
+        raise ValueError("folder and key come together: key names the problem and settings the saved rows belong to")
     rows = []
 
-    def add(regime, member, trace, result):
-        row = _row(regime, member, trace, result)
+    def saved(regime, member):
+        return None if folder is None else _saved_row(folder, key, regime, member)
+
+    def add(regime, member, trace, result=None, row=None):
+        if row is None:
+            row = _row(regime, member, trace, result)
+            if folder is not None:
+                _save_row(folder, key, regime, member, row)
         rows.append(row)
         if on_row is not None:
             on_row(row)
 
     if "theorem" in regimes:
         for member, trace in traces:
+            kept = saved("theorem", member)
+            if kept is not None:
+                add("theorem", member, trace, row=kept)
+                continue
             result = check(algorithm, problem, trace, "fedsum.theorem_4_1", seeds=seeds, local_steps=local_steps,
                            constants=constants)
             add("theorem", member, trace, result)
@@ -171,11 +216,19 @@ def run(algorithm: str, problem, rounds: int, *, members=None, rate: float = 0.2
         else:
             benign = [mt for mt in traces if mt[0].group == "same rate"] or traces
             anchor = min(benign, key=lambda mt: _tau(mt[1]))
+        kept = [saved(regime, member) for member, _ in traces]
+        if all(row is not None for row in kept):
+            for (member, trace), row in zip(traces, kept):
+                add(regime, member, trace, row=row)
+            continue
         if regime != "given":
             steps = check(algorithm, problem, anchor[1], lemma, seeds=1, local_steps=local_steps,
                           step_sizes="admissible", constants=constants).step_sizes
         fixed = get(algorithm, eta_l=steps["eta_l"], eta_g=steps["eta_g"], local_steps=local_steps)
-        for member, trace in traces:
+        for (member, trace), row in zip(traces, kept):
+            if row is not None:
+                add(regime, member, trace, row=row)
+                continue
             result = check(fixed, problem, trace, lemma, seeds=seeds, step_sizes="given", constants=constants)
             add(regime, member, trace, result)
     return rows

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from ..algorithm_styles import style
+from .cell_store import cell_key
 from ..report import figure, number, save_figure, write_csv, write_json
 from participation.budget import human_bytes, require_memory
 from participation.validation import integer
@@ -291,8 +292,8 @@ def _run_config(problem_key, setting: dict, algorithm: str, pattern: str) -> dic
 
 
 def _run_path(folder, problem_key, setting, algorithm, pattern) -> Path:
-    text = json.dumps(_run_config(problem_key, setting, algorithm, pattern), sort_keys=True, separators=(",", ":"))
-    return Path(folder) / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
+    """The saved run's file: named by the key of its configuration (``verify.studies.cell_store``)."""
+    return Path(folder) / f"{cell_key(_run_config(problem_key, setting, algorithm, pattern))}.json"
 
 
 def _write_run(path: Path, problem_key, setting, algorithm, pattern, curve, stopped) -> None:

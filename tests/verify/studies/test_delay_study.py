@@ -214,3 +214,38 @@ def test_command_writes_the_study(tmp_path):
 def test_bad_delay_options_are_one_line_exit_2(tmp_path, extra, message):
     done = run_main("experiment", "delays", "--no-progress", "-o", tmp_path, *extra)
     assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_stopped_study_resumes_from_its_saved_rows(small_study, tmp_path, monkeypatch):
+    """Every row is saved as it is judged; a second run reads the saved rows (no check runs), a
+    removed row alone is judged again and equals the first, and another key shares nothing."""
+    problem, members, rows = small_study
+    key = {"problem": "quadratic(6, 3)", "rounds": 60, "seeds": [0, 1], "local_steps": 2}
+    first = delay_study.run("fedsum", problem, 60, members=members, seeds=[0, 1], local_steps=2, folder=tmp_path, key=key)
+    assert [r["measured"] for r in first] == [r["measured"] for r in rows]
+    cells = sorted((tmp_path / "cells").glob("*.json"))
+    assert len(cells) == len(rows)
+
+    import verify.checking
+
+    calls = []
+    real = verify.checking.check
+
+    def counted(*args, **kwargs):
+        calls.append(args[2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(verify.checking, "check", counted)
+    again = delay_study.run("fedsum", problem, 60, members=members, seeds=[0, 1], local_steps=2, folder=tmp_path,
+                            key=key)
+    assert calls == [] and again == first            # every number back as saved, NaN and inf included
+    theorem_row = delay_study.cell_key(delay_study._cell_config(key, "theorem", members[1]))
+    (tmp_path / "cells" / f"{theorem_row}.json").unlink()
+    resumed = delay_study.run("fedsum", problem, 60, members=members, seeds=[0, 1], local_steps=2, folder=tmp_path,
+                              key=key)
+    assert len(calls) == 1 and resumed == first
+    other = delay_study.run("fedsum", problem, 60, members=members[:1], seeds=[0, 1], local_steps=2, folder=tmp_path,
+                            key={**key, "rounds": 61}, regimes=("theorem",))
+    assert len(calls) == 2 and other[0]["measured"] == first[0]["measured"]
+    with pytest.raises(ValueError, match="folder and key come together"):
+        delay_study.run("fedsum", problem, 60, members=members, folder=tmp_path)

@@ -24,7 +24,7 @@ HELP = ("a paper's experiment: 'fedsum' is FedSUM Section 5 (loss and test accur
 OUTPUT_FILES = ("experiment.json", "experiment.csv", "experiment.png", "tuning.csv")
 #: Rounds of the delays experiment, and its default clients and local steps.
 DELAY_ROUNDS, DELAY_CLIENTS, DELAY_LOCAL_STEPS = 400, 20, 2
-#: The files ``experiment delays`` writes into --output.
+#: The files ``experiment delays`` writes into --output (beside its store, OUTPUT/cells).
 DELAY_FILES = ("delays.json", "delays.csv", "delays.md", "delays-theorem.png", "delays-fixed.png", "delays-safe.png",
                "delays-given.png")
 #: The files ``experiment tightness`` writes into --output (beside its store, OUTPUT/cells).
@@ -70,7 +70,7 @@ def _not_taken(kind: str, extras) -> str:
 KIND_HELP = {
     "fedsum": "FedSUM Section 5, Fig. 1a/1b: the FedSUM family against the baselines under P1/P2/P3 on MNIST-like data",
     "delays": "convergence against tau_max and tau_avg: one FedSUM variant under a family of patterns, beside FedSUM "
-              "Thm 4.1's bound",
+              "Thm 4.1's bound; each judged row is kept in OUTPUT/cells, so a stopped study resumes",
     "tightness": "FedSUM Thm 4.1's and Cor 4.1's bounds at sigma^2 = 0 beside the exact worst case (performance "
                  "estimation)",
     "measures": "which participation measure predicts convergence: traces of every sampler, FedSUM-CR, FedAvg and "
@@ -375,7 +375,8 @@ def _run_seeds(args, algorithms, dataset: str, batch: int, eta_l: float) -> str:
 
 
 def _run_delays(args) -> str:
-    """One FedSUM variant under the delay family, beside Thm 4.1 (and its lemma at fixed step sizes)."""
+    """One FedSUM variant under the delay family, beside Thm 4.1 (and its lemma at fixed step sizes);
+    every judged row is kept in OUTPUT/cells, so a stopped study resumes."""
     n = args.clients or DELAY_CLIENTS
     rounds = args.rounds or DELAY_ROUNDS
     local_steps = args.local_steps or DELAY_LOCAL_STEPS
@@ -427,11 +428,13 @@ def _run_delays(args) -> str:
                           f"tau_avg {row['tau_avg']:.2f}: measured {row['measured']:.4g}, bound {row['bound']:.4g} "
                           f"({row['label']})")
 
-    rows = delay_study.run(args.algorithm, problem, rounds, members=members, seeds=seeds, local_steps=local_steps,
-                           regimes=regimes, given=given, constants=constants, trace_seed=args.seed, on_row=finished)
     setting = {"algorithm": args.algorithm, "problem": args.problem, "n_clients": n, "rounds": rounds,
                "local_steps": local_steps, "rate": args.rate, "seeds": list(seeds), "trace_seed": args.seed,
                "regimes": regimes, "given": list(given) if given else None}
+    key = {k: v for k, v in setting.items() if k != "regimes"}     # a row does not depend on the other regimes
+    rows = delay_study.run(args.algorithm, problem, rounds, members=members, seeds=seeds, local_steps=local_steps,
+                           regimes=regimes, given=given, constants=constants, trace_seed=args.seed, on_row=finished,
+                           folder=args.output, key=key)
     title = f"{args.algorithm} on {args.problem}: {size}, {len(seeds)} seeds"
     paths = delay_study.write(rows, args.output, setting=setting, title=title)
     return "\n".join([title, delay_study.table(rows), "wrote " + ", ".join(str(p) for p in paths)])
