@@ -175,8 +175,18 @@ def _check_inputs(args):
     return resolved, device, n_clients, Path(args.output), _hparams(args.hparams)
 
 
-#: Runs of a batch the time estimate runs (the rest is scaled: batches run no slower per run).
+#: Runs of the largest batch the time estimate runs; larger batches are extrapolated along the line
+#: through the times of one run and of this many (a batch runs no slower per run than one run).
 TIMED_RUNS = 4
+
+
+def _timed_batch(algorithm, problem, traces, device) -> float:
+    """Seconds of one ``run_batch`` of ``traces`` (seeds 0, 1, ...)."""
+    import algorithms
+
+    start = time.perf_counter()
+    algorithms.run_batch(algorithm, problem, traces, list(range(len(traces))), device=device)
+    return time.perf_counter() - start
 
 
 def _announce_check(tables, problem, args, device, hparams) -> None:
@@ -208,10 +218,10 @@ def _announce_check(tables, problem, args, device, hparams) -> None:
                 batch = [traces[j % len(traces)] for j in range(timed)]
                 if not per_batch:                              # the first call pays for warming up
                     algorithms.run_batch(algorithm, problem, batch[:1], [0], device=device)
-                start = time.perf_counter()
-                algorithms.run_batch(algorithm, problem, batch, list(range(timed)), device=device)
-                per_batch[key] = ((time.perf_counter() - start) / short * args.rounds * args.local_steps / steps
-                                  * size / timed)
+                # a batch's time grows by a fixed cost per run beyond the first: line through 1 and `timed` runs
+                one, many = (_timed_batch(algorithm, problem, batch[:k], device) for k in (1, timed))
+                per_run = max(many - one, 0.0) / max(timed - 1, 1)
+                per_batch[key] = (one + per_run * (size - 1)) / short * args.rounds * args.local_steps / steps
             seconds += per_batch[key]
     runs = sum(len(n) * len(p) for _, n, p in tables) * args.seeds
     require_long(seconds, f"check: {runs} runs of {args.rounds} rounds", args.long)
