@@ -45,7 +45,8 @@ from bounds.core import Constants
 
 from ..checking import resolve_bound, resolve_theorem
 from .consistency import check_constants
-from .format import RunRecord, _finite, load_record
+from .fields import _finite
+from .reading import RunRecord, load_record
 from ..theorems.contract import Setup
 from ..theorems.delay import delay_plan
 from ..theorems.delay import evaluate

@@ -61,7 +61,7 @@ def check_availability(record, level: float = LEVEL) -> None:
         if kind is None and "probabilities" in record.vectors:
             _poisson_binomial(record, mask, record.vectors["probabilities"], level)
         return
-    from .format import AVAILABILITY
+    from .fields import AVAILABILITY
 
     counts = mask.sum(axis=1)
     if kind == "full" or "m" in AVAILABILITY.get(kind, ()):
