@@ -44,7 +44,7 @@ from algorithms import History
 from bounds.core import Constants
 
 from ..checking import resolve_bound, resolve_theorem
-from .consistency import check_constants
+from .consistency import check_availability, check_constants, check_equal_weights, check_same_setting
 from .fields import _finite
 from .reading import RunRecord, load_record
 from ..theorems.contract import Setup
@@ -122,8 +122,7 @@ def _same_setting(records: list[RunRecord], per_trace_steps: bool = False, repli
     realised trace, FedSUM Cor 4.1 with Thm 4.1's). With ``replies``, each record's replies must
     agree with its header's participation model, and its server must have weighted the replies
     equally (FedSUM eq. (3) averages the participants equally); a theorem with a plan of its own
-    checks both after its participation model (``verify.theorems.from_records.record_setup``)."""
-    from .consistency import check_availability, check_equal_weights, check_same_setting
+    checks both after its participation model (``_judge_plan``)."""
 
     records = check_same_setting(records, free=("step_sizes",) if per_trace_steps else ())
     for record in records if replies else ():
@@ -300,6 +299,11 @@ def _judge_plan(records: list[RunRecord], theorem, constants, confidence: float,
             check_constants(r, _given(r, constants), largest=rule == "largest")
     from_records.finite_left_sides(records, theorem)
     from_records.require_fields(records, theorem, given)
+    from_records.require_model(records, theorem)
+    for record in records:
+        check_availability(record)
+        if reading is None or reading.equal_weights:
+            check_equal_weights(record)
     setup, notes = from_records.record_setup(records, theorem, given, confidence)
     setup = dataclasses.replace(setup, seeds=_seeds_of(records))
     histories = [from_records.record_history(r, theorem.name, _given(r, constants)) for r in records]

@@ -231,16 +231,9 @@ def require_model(records: list, theorem: Theorem) -> None:
 
 
 def record_setup(records: list, theorem: Theorem, given_constants: dict, confidence: float) -> tuple[Setup, list[str]]:
-    """The plan's Setup for ``records`` (one setting, several seeds) and notes on what was read."""
-    from ..records.consistency import check_availability, check_equal_weights, check_same_setting
-
+    """The plan's Setup for ``records`` (one setting, several seeds, each consistent with itself:
+    ``verify.records.checks`` checks that first) and notes on what was read."""
     first = records[0]
-    check_same_setting(records)
-    require_model(records, theorem)
-    for record in records:
-        check_availability(record)
-        if theorem.records is None or theorem.records.equal_weights:
-            check_equal_weights(record)
     notes = []
     algorithm = given_algorithm(first, theorem)
     pattern, how = availability_pattern(first, theorem.name)
