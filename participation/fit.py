@@ -67,6 +67,7 @@ import numpy as np
 
 from ._random import seed_sequence
 from .markov import estimate as _estimate_markov
+from .markov import transition_counts
 from .patterns import Bernoulli, Markov, Pattern
 from .trace import as_mask
 from .validation import integer
@@ -454,16 +455,6 @@ class MarkovFit:
                 f"  {self.goodness}")
 
 
-def _transition_counts(mask: np.ndarray) -> np.ndarray:
-    """counts[..., i, x, y] = N_xy of client i for a (…, T, N) mask (as ``markov.estimate``)."""
-    prev, nxt = mask[..., :-1, :], mask[..., 1:, :]
-    n1 = prev.sum(axis=-2)
-    n0 = (mask.shape[-2] - 1) - n1
-    n11 = (prev & nxt).sum(axis=-2)
-    n01 = nxt.sum(axis=-2) - n11
-    return np.stack([np.stack([n0 - n01, n01], axis=-1), np.stack([n1 - n11, n11], axis=-1)], axis=-2)
-
-
 def _markov_rates(counts: np.ndarray, rate: np.ndarray, prior: float = 0.0):
     """(a, b, pi, regularised, never, always) per client from the transition counts and the
     participation rate, vectorised over any leading axes.
@@ -492,7 +483,7 @@ def _markov_rates(counts: np.ndarray, rate: np.ndarray, prior: float = 0.0):
 
 
 def _markov_law(mask_batch: np.ndarray) -> np.ndarray:
-    a, b, pi, *_ = _markov_rates(_transition_counts(mask_batch), mask_batch.mean(axis=-2))
+    a, b, pi, *_ = _markov_rates(transition_counts(mask_batch), mask_batch.mean(axis=-2))
     return _normalise(expected_run_counts(a, b, pi, mask_batch.shape[-2]))
 
 

@@ -33,6 +33,7 @@ from .validation import integer
 
 __all__ = [
     "two_state",
+    "transition_counts",
     "two_state_from_rates",
     "rates_to_pi_lam",
     "stationary",
@@ -795,6 +796,18 @@ class AvailabilityEstimate:
         yield self.lam
 
 
+def transition_counts(mask: np.ndarray) -> np.ndarray:
+    """counts[..., i, x, y] = N_xy, the number of rounds t < T − 1 in which client i is in state
+    x and in state y at t + 1 (0 absent, 1 present), for a boolean (…, T, N) mask: vectorised
+    over clients and any leading axes (int64)."""
+    prev, nxt = mask[..., :-1, :], mask[..., 1:, :]
+    n1 = np.count_nonzero(prev, axis=-2).astype(np.int64)
+    n0 = (mask.shape[-2] - 1) - n1
+    n11 = np.count_nonzero(prev & nxt, axis=-2).astype(np.int64)
+    n01 = np.count_nonzero(nxt, axis=-2).astype(np.int64) - n11
+    return np.stack([np.stack([n0 - n01, n01], axis=-1), np.stack([n1 - n11, n11], axis=-1)], axis=-2)
+
+
 def estimate(trace, prior: float = 0.0) -> AvailabilityEstimate:
     """Estimate every client's (π, λ) from a trace, each client a stationary two-state chain.
 
@@ -830,14 +843,9 @@ def estimate(trace, prior: float = 0.0) -> AvailabilityEstimate:
     if not (a >= 0 and math.isfinite(a)):
         raise ValueError(f"prior must be a finite number >= 0, got {prior!r}")
     T, n = mask.shape
-    prev, nxt = mask[:-1], mask[1:]
-    n1 = np.count_nonzero(prev, axis=0).astype(np.int64)  # transitions out of state 1
-    n0 = (T - 1) - n1
-    n11 = np.count_nonzero(prev & nxt, axis=0).astype(np.int64)
-    n01 = np.count_nonzero(nxt, axis=0).astype(np.int64) - n11
-    n10 = n1 - n11
-    n00 = n0 - n01
-    transitions = np.stack([np.stack([n00, n01], axis=1), np.stack([n10, n11], axis=1)], axis=1)
+    transitions = transition_counts(mask)
+    (n00, n01), (n10, n11) = (transitions[:, 0, 0], transitions[:, 0, 1]), (transitions[:, 1, 0], transitions[:, 1, 1])
+    n0, n1 = n00 + n01, n10 + n11
     with np.errstate(divide="ignore", invalid="ignore"):
         d0, d1 = n0 + 2.0 * a, n1 + 2.0 * a
         p00 = (n00 + a) / d0

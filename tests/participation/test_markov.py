@@ -680,3 +680,22 @@ def test_estimate_missing_state_and_prior():
 def test_estimate_rejects(trace, prior, text):
     with pytest.raises(ValueError, match=text):
         estimate(trace, prior=prior)
+
+
+def test_transition_counts_are_the_counts_of_the_definition_over_any_leading_axes():
+    """N_xy counted one (replicate, client, round) at a time, against the vectorised counts of a
+    (reps, T, N) batch; ``estimate`` reports the same counts for each mask."""
+    from participation.markov import estimate, transition_counts
+
+    rng = np.random.default_rng(7)
+    batch = rng.random((3, 25, 4)) < np.array([0.1, 0.5, 0.9, 1.0])
+    batch[1, :, 0] = False                      # a client never present
+    counts = transition_counts(batch)
+    assert counts.shape == (3, 4, 2, 2) and counts.dtype == np.int64
+    for r in range(3):
+        for i in range(4):
+            loop = np.zeros((2, 2), dtype=np.int64)
+            for t in range(24):
+                loop[int(batch[r, t, i]), int(batch[r, t + 1, i])] += 1
+            assert np.array_equal(counts[r, i], loop), (r, i)
+        assert np.array_equal(estimate(batch[r]).transitions, counts[r])

@@ -277,15 +277,15 @@ def fitted_bernoulli(records: list):
 
 def fitted_markov(records: list):
     """CA-Fed Assumption 1's chains fitted to the records: per client the transition counts N_xy
-    of every record (``participation.markov.estimate``) summed, then the maximum-likelihood
+    of every record (``participation.markov.transition_counts``) summed, then the maximum-likelihood
     rates â = N_01/N_0, b̂ = N_10/N_1 (conditional on each record's first round), π̂ = â/(â + b̂)
     (CA-Fed eq. (237)) and λ̂ = 1 − â − b̂ (eq. (238)). A client whose chain the records do not
     identify as irreducible and aperiodic (a state never entered or never left: â or b̂ 0 or
     undefined; or â = b̂ = 1, a period-2 chain) is refused by name."""
-    from participation.markov import estimate
+    from participation.markov import transition_counts
     from participation.patterns import Markov
 
-    counts = sum(estimate(r.mask).transitions.astype(np.int64) for r in records)
+    counts = sum(transition_counts(r.mask) for r in records)
     n0, n1 = counts[:, 0].sum(axis=1), counts[:, 1].sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         a, b = counts[:, 0, 1] / n0, counts[:, 1, 0] / n1
