@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["CheckSettings", "paper_theorems", "default_names", "compute_rows", "needs_admissible_row", "noise_free_problem",
-           "averaged_losses", "state_cafed_constants", "RecordWriter"]
+           "averaged_losses", "state_measured_constants", "RecordWriter"]
 
 
 @dataclass(frozen=True)
@@ -141,18 +141,15 @@ def averaged_losses(problem, history):
         return None
 
 
-def state_cafed_constants(paths, result, problem) -> None:
-    """Write into each record of a CA-Fed row the constants its plan measured on the problem (F*,
-    F_B* at the record's own weights, ε_bias, Γ, Γ', μ, diam(W)) and its step-size exponent, so
-    that ``check-run`` judges the records alone."""
+def state_measured_constants(paths, theorem, result, problem) -> None:
+    """Write into each record of a row what the theorem's plan measured on the problem
+    (``theorem.records.measured``: CA-Fed's F*, F_B* at the record's own weights, ε_bias, Γ, Γ',
+    μ, diam(W) and its step-size exponent), so that ``check-run`` judges the records alone."""
     from .records import amend_header, load_record
-    from .theorems.cafed import record_constants
 
     records = [load_record(p) for p in paths]
-    for path, constants in zip(paths, record_constants(result, problem, records)):
-        constants["source"] = ("fedverify problem: exact L, σ², Δ_f, F_0; F*, F_B*, ε_bias, Γ, Γ', μ, diam(W) "
-                               "measured by check")
-        amend_header(path, constants=constants, hparams={"decay": float(result.step_sizes["decay"])})
+    for path, (constants, hparams) in zip(paths, theorem.records.measured(result, problem, records)):
+        amend_header(path, constants=constants, hparams=hparams)
 
 
 class RecordWriter:
@@ -194,5 +191,6 @@ class RecordWriter:
 
     def finish(self, cells, results) -> None:
         for (theorem, name, label, _), result in zip(cells, results):
-            if theorem.paper == "cafed":
-                state_cafed_constants(self.written.get((theorem.name, name, label), ()), result, self.problem)
+            if theorem.records is not None and theorem.records.measured is not None:
+                state_measured_constants(self.written.get((theorem.name, name, label), ()), theorem, result,
+                                         self.problem)

@@ -577,15 +577,14 @@ RECORD_CONSTANTS = {"mu": "mu", "F*": "F_star", "measured bias F(w_B*) − F*": 
                     "Gamma'": "Gamma_prime", "diam(W)": "diam"}
 
 
-def record_constants(result, problem, records) -> list[dict]:
+def record_constants(result, problem, records, *, per_run_bias: bool = False) -> list[dict]:
     """Per run record of a CA-Fed check, the constants a record states
     (``verify.check_run`` reads them): the check's measured F*, ε_bias, Γ, Γ', μ, diam(W), and
     F_B* at the record's own p = π ⊙̃ q (q its weights averaged over the rounds with clients, as
-    the left side takes it). For eqs. (11) and (15), whose left side is ε_bias of each run, ε_bias
-    = F(w_B*) − F* at the record's own p."""
+    the left side takes it). With ``per_run_bias`` (eqs. (11) and (15), whose left side is ε_bias
+    of each run), ε_bias = F(w_B*) − F* at the record's own p."""
     shared = {to: float(result.extras[name]) for name, to in RECORD_CONSTANTS.items()
               if isinstance(result.extras.get(name), (int, float)) and not isinstance(result.extras.get(name), bool)}
-    per_run_bias = result.bound_name.split(".")[-1] in ("theorem_1_bias", "theorem_3")
     out = []
     for record in records:
         pi = np.asarray(record.header["availability"]["pi"], dtype=float)
@@ -599,6 +598,16 @@ def record_constants(result, problem, records) -> list[dict]:
                 own["eps_bias"] = float(_bias(_Objectives(problem), np.asarray(alpha, dtype=float), p)["eps_bias"])
         out.append(own)
     return out
+
+
+def _measured(per_run_bias: bool):
+    """The header additions of a CA-Fed check's records: its measured constants (with how they were
+    obtained) and the step-size exponent a of (12)."""
+    def measured(result, problem, records) -> list[tuple[dict, dict]]:
+        source = ("fedverify problem: exact L, σ², Δ_f, F_0; F*, F_B*, ε_bias, Γ, Γ', μ, diam(W) measured by check")
+        return [({**constants, "source": source}, {"decay": float(result.step_sizes["decay"])})
+                for constants in record_constants(result, problem, records, per_run_bias=per_run_bias)]
+    return measured
 
 
 # ------------------------------------------------------------------------------ the declarations
@@ -630,10 +639,12 @@ def _seeds(T: int):
 
 def _records(fields: tuple[str, ...]) -> RecordReading:
     """CA-Fed records: Markov availability (given or fitted), the weights q_{t,i} the server used
-    (its own, eq. (2), so not equal), constants checked by the plan itself (f is Σ α_k F_k)."""
+    (its own, eq. (2), so not equal), constants checked by the plan itself (f is Σ α_k F_k), and
+    the constants a check measures written into its records. Eqs. (11) and (15), which read the
+    weights alone, take ε_bias of each record as their left side."""
     return RecordReading(models=("markov", "estimate"), assumption="CA-Fed Assumption 1 (Markov availability)",
                          fields=tuple((f, ()) for f in fields), estimate=fitted_markov, constant_check=None,
-                         equal_weights=False)
+                         equal_weights=False, measured=_measured(per_run_bias=fields == ("weights",)))
 
 
 def _theorem(which, bound, plan, lhs, lhs_latex, expectation, needs, *, summary, example, assumptions=_ASSUME,

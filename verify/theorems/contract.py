@@ -210,7 +210,10 @@ class RecordReading:
     weighted the replies equally (False where the weights are the algorithm's own);
     ``steps_outside(theorem, setup, plan, bound) -> str | None``: why the recorded step sizes lie outside
     the theorem's (None: the plan's own ``steps_outside``); ``check_given(histories, given,
-    names)``: refuses constants the records contradict (None: nothing to check)."""
+    names)``: refuses constants the records contradict (None: nothing to check);
+    ``measured(result, problem, records) -> [(constants, hparams), ...]``: what a check measured on
+    its problem, to be added to the header of each record it wrote (``check --record``), so that
+    ``check_run`` judges the records alone (None: the records need nothing beyond the run)."""
 
     models: tuple[str, ...] | None = None
     assumption: str = ""
@@ -220,6 +223,7 @@ class RecordReading:
     equal_weights: bool = True
     steps_outside: Callable | None = None
     check_given: Callable | None = None
+    measured: Callable | None = None
 
     def __post_init__(self):
         if self.constant_check not in ("mean", "largest", None):

@@ -349,11 +349,12 @@ def test_an_availability_model_estimated_from_the_recorded_participation_says_so
 def _cafed_recorded(problem, tmp_path, theorem, algorithm="cafed-unbiased", seeds=3, pattern=None):
     """``check`` on a Markov pattern with every run recorded, then the measured constants stated in
     the records' headers (what ``check --record`` does for a CA-Fed row)."""
-    from verify.check_tables import state_cafed_constants
+    from verify.check_tables import state_measured_constants
+    from verify.theorems import get
 
     pattern = pattern or Markov(np.linspace(0.4, 0.9, N), np.full(N, 0.3))
     result, paths = _checked_and_recorded(problem, tmp_path, theorem, algorithm, pattern, seeds=seeds)
-    state_cafed_constants(paths, result, problem)
+    state_measured_constants(paths, get(theorem), result, problem)
     return result, paths
 
 
