@@ -137,14 +137,23 @@ class ReshuffledCyclic(Pattern):
 
     def record_header(self) -> dict:
         """``{"model": "reshuffled", "m": S}``: blocks of S clients in a new random order every epoch
-        (FedSUM Section 2.1 Case 4). The header holds no ``remainder``: it reads back as
-        ``"short"``."""
-        return {"model": "reshuffled", "m": int(self.per_round)}
+        (FedSUM Section 2.1 Case 4), with ``"remainder": "drop"`` when the clients left over sit
+        the epoch out (a header without ``remainder`` is the default, ``"short"``)."""
+        header = {"model": "reshuffled", "m": int(self.per_round)}
+        return header if self.remainder == "short" else {**header, "remainder": self.remainder}
 
     @classmethod
     def from_record_header(cls, header: dict, n_clients: int) -> "ReshuffledCyclic":
-        """``ReshuffledCyclic(N, m)`` with the default ``remainder="short"``."""
-        return cls(n_clients, int(header["m"]))
+        """``ReshuffledCyclic(N, m, remainder)``, ``remainder`` ``"short"`` unless the header says."""
+        return cls(n_clients, int(header["m"]), str(header.get("remainder", "short")))
+
+    def round_sizes(self, rounds: int) -> np.ndarray:
+        """The number of clients in each of the first ``rounds`` rounds: S, except the last round of
+        each epoch under ``"short"``, which takes the N mod S clients left over when S does not
+        divide N."""
+        n, s, epoch = self.n_clients, self.per_round, self.epoch_rounds
+        last = n - s * (epoch - 1) if self.remainder == "short" else s
+        return np.where(np.arange(rounds) % epoch == epoch - 1, last, s)
 
     @property
     def epoch_rounds(self) -> int:

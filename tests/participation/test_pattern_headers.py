@@ -263,7 +263,7 @@ def test_a_new_model_with_m_is_held_to_m_clients_a_round():
         record = RunRecord(header={"format": "fedverify-run", "version": 2, "n_clients": N,
                                    "availability": {"model": "blocks", "m": 3}},
                            mask=mask, selected=mask, path=Path("blocks.jsonl"))
-        with pytest.raises(ValueError, match="availability 'blocks' gives 3 client\\(s\\) a round, but round 0 has 2"):
+        with pytest.raises(ValueError, match="availability 'blocks' gives 3 client\\(s\\) in round 0, but it has 2"):
             check_availability(record)
     finally:
         del HEADER_MODELS["blocks"]

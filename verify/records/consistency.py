@@ -50,6 +50,18 @@ def _name(record) -> str:
     return Path(record.path).name if record.path is not None else "the record"
 
 
+def _round_sizes(model: dict, n_clients: int, rounds: int, m: int) -> np.ndarray:
+    """The clients each round of the header's model takes: its pattern's ``round_sizes`` where it
+    has one (FedSUM Case 4's short last round of an epoch), else m every round."""
+    from participation.patterns import pattern_from_header
+
+    if model.get("model") not in ("full", "any"):
+        pattern = pattern_from_header(model, n_clients)
+        if hasattr(pattern, "round_sizes"):
+            return np.asarray(pattern.round_sizes(rounds))
+    return np.full(rounds, m)
+
+
 def check_availability(record, level: float = LEVEL) -> None:
     """Refuse ``record`` (ValueError naming it, the model and the evidence) when its recorded
     replies contradict the header's ``availability`` model (module docstring)."""
@@ -66,11 +78,12 @@ def check_availability(record, level: float = LEVEL) -> None:
     counts = mask.sum(axis=1)
     if kind == "full" or "m" in AVAILABILITY.get(kind, ()):
         m = N if kind == "full" else int(model["m"])
-        wrong = np.flatnonzero(counts != m)
+        sizes = _round_sizes(model, N, T, m)
+        wrong = np.flatnonzero(counts != sizes)
         if wrong.size:
             t = int(wrong[0])
-            raise ValueError(f"{_name(record)}: the header's availability {kind!r} gives {m} client(s) a round, but "
-                             f"round {t} has {int(counts[t])} repl{'y' if counts[t] == 1 else 'ies'} "
+            raise ValueError(f"{_name(record)}: the header's availability {kind!r} gives {int(sizes[t])} client(s) in "
+                             f"round {t}, but it has {int(counts[t])} repl{'y' if counts[t] == 1 else 'ies'} "
                              f"({wrong.size} of {T} rounds differ)")
         return
     if kind == "bernoulli":

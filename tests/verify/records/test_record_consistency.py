@@ -33,12 +33,12 @@ def _one_a_round(seed=0):
 
 @pytest.mark.parametrize("m", [8, 3])
 def test_uniform_m_against_one_reply_a_round_is_refused(m):
-    with pytest.raises(ValueError, match=f"gives {m} client\\(s\\) a round, but round 0 has 1 reply"):
+    with pytest.raises(ValueError, match=f"gives {m} client\\(s\\) in round 0, but it has 1 reply"):
         check_availability(_record(_one_a_round(), {"model": "uniform", "m": m}))
 
 
 def test_a_record_where_nobody_replies_contradicts_every_m_client_model():
-    with pytest.raises(ValueError, match="round 0 has 0 replies"):
+    with pytest.raises(ValueError, match="in round 0, but it has 0 replies"):
         check_availability(_record(np.zeros((T, N), dtype=bool), {"model": "uniform", "m": 1}))
 
 
@@ -169,3 +169,23 @@ def test_a_record_whose_step_sizes_break_the_lemma_marks_the_verdict_in_either_o
                     step_sizes={"eta_g": 1.0, "eta_l": 10.0}, **common)
     result = check_run([small, large] if order == 0 else [large, small], "fedsum.corollary_4_1")
     assert not all(c.holds for c in result.conditions) and "*" in result.label
+
+
+@pytest.mark.parametrize("remainder", ["short", "drop"])
+def test_a_reshuffled_record_whose_epochs_end_short_is_consistent_and_a_wrong_count_is_not(remainder):
+    """FedSUM Case 4 with S ∤ N: under "short" the last round of each epoch takes the N mod S
+    clients left over (10 clients, S = 4: 4, 4, 2, ...), under "drop" every round takes S. A
+    genuine trace of either agrees with its header; the header round-trips its remainder; a
+    round with one client too few is refused, naming it."""
+    pattern = patterns.ReshuffledCyclic(10, 4, remainder)
+    mask = np.asarray(pattern.sample(13, seed=3).mask)
+    header = pattern.record_header()
+    assert patterns.pattern_from_header(header, 10) == pattern
+    assert ("remainder" in header) == (remainder == "drop")
+    sizes = [4, 4, 2] * 4 + [4] if remainder == "short" else [4] * 13
+    assert mask.sum(axis=1).tolist() == sizes == pattern.round_sizes(13).tolist()
+    check_availability(_record(mask, header))
+    broken = mask.copy()
+    broken[4, np.flatnonzero(broken[4])[0]] = False
+    with pytest.raises(ValueError, match="gives 4 client\\(s\\) in round 4, but it has 3 replies"):
+        check_availability(_record(broken, header))
