@@ -175,3 +175,15 @@ def test_a_new_plan_theorem_reaches_check_records_search_and_the_list(momentum_d
     # fedverify bound --list names it in the process that registered it
     assert main(["bound", "--list"]) == 0
     assert "demo.loose_4_6" in capsys.readouterr().out
+
+
+def test_a_statement_without_a_search_space_is_refused_at_its_declaration():
+    """FedGM with m arrivals under any rule has no conformance search space (Cor G.1 is stated for
+    autonomous clients): declaring it is a one-line ValueError, not a KeyError at search time."""
+    from verify.theorems import momentum
+
+    with pytest.raises(ValueError, match="no conformance search space for 'm-per-round' participation with "
+                                         "server-driven clients"):
+        momentum.declare(
+            "demo.any_rule", momentum.Statement("m-per-round", False, loose_4_6), momentum.FAMILY, "any rule",
+            example="--L 1", patterns=("P1",))

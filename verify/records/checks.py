@@ -47,11 +47,10 @@ from ..checking import resolve_bound, resolve_theorem
 from .consistency import check_availability, check_constants, check_equal_weights, check_same_setting
 from .fields import _finite
 from .reading import RunRecord, load_record
+from ..theorems import from_records
 from ..theorems.contract import Setup
-from ..theorems.delay import delay_plan
-from ..theorems.delay import evaluate
-from ..theorems.from_records import require_F0
-from ..theorems.runner import judge_recorded, worst_case_column, worst_case_mode, worst_case_refusal
+from ..theorems.delay import delay_plan, evaluate
+from ..theorems.runner import judge_recorded, make_plan, worst_case_column, worst_case_mode, worst_case_refusal
 from ..verdicts import CheckResult, WorstCaseColumn
 
 __all__ = ["check_run", "history_of"]
@@ -203,14 +202,10 @@ def check_run(records, theorem="fedsum.theorem_4_1", *, constants=None, confiden
     plan = delay_plan(theorem, setup)
     if "F0" not in const_info:           # never taken as 0: refused when the bound depends on it
         other = dataclasses.replace(consts, F0=1.0)
-        require_F0(theorem.name, evaluate(spec, constants=consts, **plan.bound_inputs),
+        from_records.require_F0(theorem.name, evaluate(spec, constants=consts, **plan.bound_inputs),
                    lambda: evaluate(spec, constants=other, **plan.bound_inputs),
                    what=" (F_0 = (1/N) Σ_i ‖∇f_i(x⁰)‖², FedSUM Thm 4.1)")
-    for r in records:
-        missing = np.flatnonzero(np.isnan(r.metrics.get("grad_norm2", np.full(r.n_rounds, np.nan))))
-        if missing.size:
-            raise ValueError(f"{Path(r.path).name if r.path else 'a record'}: {theorem.lhs} is undefined for this record "
-                             f"(grad_norm2 is missing at round {int(missing[0])}); the left side needs every round's value")
+    from_records.finite_left_sides(records, theorem, every_round=True)
     notes = [] if setup.given_steps else ["the record gives no step sizes: the hypotheses on them are not checked"]
     return judge_recorded(theorem, setup, plan, [history_of(r) for r in records], confidence=float(confidence),
                           const_info=const_info, notes=notes, column=lambda result: _record_worst_case(
@@ -221,16 +216,14 @@ def _delay_setup(records: list[RunRecord], theorem, spec, consts: Constants, con
     """The delay plan's Setup for ``records``: their traces and names, the step sizes each states
     (the first's as ``given_steps``, judged as given), the header's availability model as the
     pattern where the bound reads E[τ] or a pattern, and no problem or algorithm to run."""
-    from ..theorems.from_records import availability_pattern, missing
-
     first = records[0]
     pattern = None
     needs_pattern = ("pattern" in spec.params and inspect.signature(spec.function).parameters["pattern"].default
                      is inspect.Parameter.empty)
     if spec.expectation or needs_pattern:
-        pattern, _ = availability_pattern(first, theorem.name)
+        pattern, _ = from_records.availability_pattern(first, theorem.name)
         if pattern is None and needs_pattern:
-            raise missing(first, "availability", theorem.name)
+            raise from_records.missing(first, "availability", theorem.name)
     steps = dict(first.header.get("step_sizes") or {})
     if spec.needs_steps and not {"eta_g", "eta_l"} <= set(steps):
         absent = sorted({"eta_g", "eta_l"} - set(steps))
@@ -286,9 +279,6 @@ def _seeds_of(records: list[RunRecord]) -> tuple[int, ...]:
 
 def _judge_plan(records: list[RunRecord], theorem, constants, confidence: float, worst_case=False) -> CheckResult:
     """A theorem with a plan (Server momentum, CA-Fed, LOGIT) judged on the records (module docstring)."""
-    from ..theorems import from_records
-    from ..theorems.runner import judge_recorded, make_plan
-
     first = records[0]
     given = _given(first, constants)
     from_records.constants_needed(theorem, given)
@@ -312,7 +302,8 @@ def _judge_plan(records: list[RunRecord], theorem, constants, confidence: float,
     plan = make_plan(theorem, setup)
     bound = plan.bound(histories)
     if given.get("F0") is None:            # never taken as 0: refused when the bound depends on it
-        require_F0(theorem.name, bound, lambda: make_plan(theorem, from_records.with_F0(setup, 1.0)).bound(histories))
+        from_records.require_F0(theorem.name, bound,
+                                lambda: make_plan(theorem, from_records.with_F0(setup, 1.0)).bound(histories))
     outside = from_records.steps_outside(theorem, setup, plan, bound)
     if outside:
         plan.steps_outside = outside

@@ -351,18 +351,20 @@ def require_fields(records: list, theorem: Theorem, given: dict) -> None:
                                  f"which {theorem.name} needs{alternative}: {FIELDS[field]}")
 
 
-def finite_left_sides(records: list, theorem: Theorem) -> None:
-    """Every round's ‖∇f(x_t)‖² recorded, where the left side is built from them."""
-    if theorem.records is None or not theorem.records.reads_every_round:
+def finite_left_sides(records: list, theorem: Theorem, every_round: bool | None = None) -> None:
+    """Every round's ‖∇f(x_t)‖² recorded, where the left side is built from them: always for a
+    delay bound (``every_round``), for a plan where its declaration reads them."""
+    if every_round is None:
+        every_round = theorem.records is not None and theorem.records.reads_every_round
+    if not every_round:
         return
     for r in records:
         grad2 = r.metrics.get("grad_norm2")
-        if grad2 is None:
-            raise missing(r, "grad_norm2", theorem.name)
-        gaps = np.flatnonzero(np.isnan(grad2))
-        if gaps.size:
-            raise ValueError(f"{_name(r)}: {theorem.lhs} is undefined for this record (grad_norm2 is missing at round "
-                             f"{int(gaps[0])}); the left side needs every round's value")
+        gaps = np.flatnonzero(np.isnan(grad2)) if grad2 is not None else None
+        if grad2 is None or gaps.size:
+            where = "it records no grad_norm2" if grad2 is None else f"grad_norm2 is missing at round {int(gaps[0])}"
+            raise ValueError(f"{_name(r)}: {theorem.lhs} is undefined for this record ({where}); the left side needs "
+                             "every round's value")
 
 
 def steps_outside(theorem: Theorem, setup: Setup, plan, bound) -> str | None:

@@ -52,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -317,8 +318,8 @@ class Statement:
 
     constant_p: bool
     generator: bool
-    right_side: object
-    report: object = None
+    right_side: Callable
+    report: Callable | None = None
 
 
 def _plan(setup: Setup, *, name: str, statement: Statement) -> Plan:

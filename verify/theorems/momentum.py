@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -190,7 +191,7 @@ class Statement:
 
     participation: str
     autonomous: bool
-    formula: object
+    formula: Callable
 
     def __post_init__(self):
         if self.participation not in ("full", "uniform", "m-per-round"):
@@ -365,6 +366,11 @@ def declare(name: str, statement: Statement, covers: tuple[str, ...], assumption
     """A Server momentum statement as a checkable theorem: its formula and participation
     (:class:`Statement`) and what ``fedverify`` shows of it; the search space, seed cases and the
     records it reads follow from the statement."""
+    seeds = _SEEDS.get((statement.participation, statement.autonomous))
+    if seeds is None:
+        raise ValueError(f"{name}: no conformance search space for {statement.participation!r} participation with "
+                         f"{'autonomous' if statement.autonomous else 'server-driven'} clients (Server momentum "
+                         "states 'full' and 'uniform' for FedGM, 'uniform' and 'm-per-round' for autonomous clients)")
     fields = (("grad_norm2", ()), ("heterogeneity", ("sigma_g2", "zeta2")))
     if statement.autonomous:
         fields += (("local_steps", ()), ("delays", ()))
@@ -376,7 +382,7 @@ def declare(name: str, statement: Statement, covers: tuple[str, ...], assumption
                    reductions={"fedavg": REDUCTIONS["fedavg"]} if covers == FAMILY else {},
                    assumptions=assumptions, options=("stages",), example=example,
                    patterns=patterns, algorithms=tuple(covers), space=space_,
-                   seed_cases=_SEEDS.get((statement.participation, statement.autonomous)),
+                   seed_cases=seeds,
                    records=RecordReading(models=_RECORD_MODELS[statement.participation],
                                          assumption="Server momentum footnote 4 and Alg. 4 (m clients a round)",
                                          fields=fields, steps_outside=record_steps_outside))

@@ -219,7 +219,8 @@ def _announce_check(tables, problem, args, device, hparams) -> None:
                 if not per_batch:                              # the first call pays for warming up
                     algorithms.run_batch(algorithm, problem, batch[:1], [0], device=device)
                 # a batch's time grows by a fixed cost per run beyond the first: line through 1 and `timed` runs
-                one, many = (_timed_batch(algorithm, problem, batch[:k], device) for k in (1, timed))
+                one = _timed_batch(algorithm, problem, batch[:1], device)
+                many = one if timed == 1 else _timed_batch(algorithm, problem, batch, device)
                 per_run = max(many - one, 0.0) / max(timed - 1, 1)
                 per_batch[key] = (one + per_run * (size - 1)) / short * args.rounds * args.local_steps / steps
             seconds += per_batch[key]
