@@ -123,6 +123,8 @@ def _trace(member: Member, rounds: int, seed: int):
     return member.pattern.sample(rounds, seed=seed)
 
 
+#: The saved rows' version: a row saved under another is judged again.
+SCHEMA = 1
 #: The row fields that hold numbers (a saved row gives them back as floats, non-finite ones included).
 _NUMBER_FIELDS = ("rate", "tau_max", "tau_avg", "measured", "lower", "upper", "bound", "tau_avg_term", "tau_max_term",
                   "ratio", "eta_l", "eta_g", "loss")
@@ -131,7 +133,7 @@ _NUMBER_FIELDS = ("rate", "tau_max", "tau_avg", "measured", "lower", "upper", "b
 def _cell_config(key: dict, regime: str, member: Member) -> dict:
     """The saved row's configuration: the study's setting (``key``: the problem and every option
     that changes a row), the regime and the pattern."""
-    return {"study": "delays", **key, "regime": regime, "pattern": member.label, "group": member.group}
+    return {"study": "delays", "schema": SCHEMA, **key, "regime": regime, "pattern": member.label, "group": member.group}
 
 
 def _saved_row(folder, key: dict, regime: str, member: Member) -> dict | None:

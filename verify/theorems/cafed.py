@@ -637,22 +637,24 @@ def _seeds(T: int):
             (problem, Markov(np.array([0.5, 0.5]), np.array([-0.3, -0.3])), {"decay": 0.75})]
 
 
-def _records(fields: tuple[str, ...]) -> RecordReading:
+def _records(fields: tuple[str, ...], per_run_bias: bool) -> RecordReading:
     """CA-Fed records: Markov availability (given or fitted), the weights q_{t,i} the server used
     (its own, eq. (2), so not equal), constants checked by the plan itself (f is Σ α_k F_k), and
-    the constants a check measures written into its records. Eqs. (11) and (15), which read the
-    weights alone, take ε_bias of each record as their left side."""
+    the constants a check measures written into its records; ``per_run_bias`` for eqs. (11) and
+    (15), whose left side is ε_bias of each record."""
     return RecordReading(models=("markov", "estimate"), assumption="CA-Fed Assumption 1 (Markov availability)",
                          fields=tuple((f, ()) for f in fields), estimate=fitted_markov, constant_check=None,
-                         equal_weights=False, measured=_measured(per_run_bias=fields == ("weights",)))
+                         equal_weights=False, measured=_measured(per_run_bias))
 
 
 def _theorem(which, bound, plan, lhs, lhs_latex, expectation, needs, *, summary, example, assumptions=_ASSUME,
-             reads=("weights", "avg_client_losses")) -> Theorem:
+             bias_alone=False) -> Theorem:
+    """``bias_alone``: eqs. (11) and (15), a statement on ε_bias that reads a record's weights alone."""
+    reads = ("weights",) if bias_alone else ("weights", "avg_client_losses")
     return Theorem(name=f"cafed.{which}", bound=bound, lhs=lhs, lhs_latex=lhs_latex, expectation=expectation,
                    covers=COVERS, steps=_STEPS, plan=plan, needs={**needs, **_NEEDS}, assumptions=assumptions,
                    options=("decay", "weights"), summary=summary, example=example, patterns=_PATTERNS,
-                   algorithms=COVERS, space=space("markov"), seed_cases=_seeds, records=_records(reads))
+                   algorithms=COVERS, space=space("markov"), seed_cases=_seeds, records=_records(reads, bias_alone))
 
 
 THEOREMS = {
@@ -667,12 +669,12 @@ THEOREMS = {
         "theorem_1_bias", bc.theorem_1, lambda setup: _bias_plan(setup, "cafed.theorem_1_bias", tv=False), _BIAS, _BIAS_LATEX,
         "noise", {**_STRONG, **_GAMMA},
         summary="CA-Fed Thm 1, eq. (11): the bias ε_bias ≤ κ² χ²(α‖p) Γ, no run needed",
-        example=f"{_CHAIN} --set Gamma=1", assumptions=_BIAS_ASSUME, reads=("weights",)),
+        example=f"{_CHAIN} --set Gamma=1", assumptions=_BIAS_ASSUME, bias_alone=True),
     "cafed.theorem_3": _theorem(
         "theorem_3", bc.theorem_3, lambda setup: _bias_plan(setup, "cafed.theorem_3", tv=True), _BIAS, _BIAS_LATEX,
         "noise", {**_STRONG, **_GAMMA_PRIME},
         summary="CA-Fed Thm 3, eq. (15): the bias ε_bias ≤ 4κ² d_TV²(α, p) Γ', no run needed",
-        example=f"{_CHAIN} --set Gamma_prime=1", assumptions=_BIAS_ASSUME, reads=("weights",)),
+        example=f"{_CHAIN} --set Gamma_prime=1", assumptions=_BIAS_ASSUME, bias_alone=True),
     "cafed.theorem_2": _theorem(
         "theorem_2", bc.theorem_2, _optimisation_plan,
         "F_B(w̄_T) − F_B*, F_B = Σ_k p_k F_k, p = π ⊙̃ q", r"F_B(\bar w_T) - F_B^*", "participation",
